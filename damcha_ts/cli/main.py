@@ -1,0 +1,50 @@
+"""Entry point of the ``damcha-ts`` console script.
+
+Every sub-command module in ``COMMAND_MODULES`` exposes ``register(subparsers)``, which adds its
+parser and sets ``func`` (called with the parsed namespace, returning an exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMAND_MODULES = ("data", "baseline")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="damcha-ts",
+        description="Multivariate forecasting with DAMCHA attention (iTransformer / Gateformer).",
+    )
+    from damcha_ts import __version__
+
+    parser.add_argument("--version", action="version", version=f"damcha-ts {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"damcha_ts.cli.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, FileNotFoundError, KeyError, RuntimeError) as exc:
+        # Library errors already name the file/column/argument; show them without a traceback.
+        from damcha_ts.errors import DamchaError
+
+        if isinstance(exc, DamchaError):
+            print(f"damcha-ts: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""Error types. Every message names the file, column, row or argument at fault."""
+
+from __future__ import annotations
+
+
+class DamchaError(Exception):
+    """Base class of the errors damcha_ts raises for bad input or missing resources."""
+
+
+class DataError(DamchaError, ValueError):
+    """Bad data: unparsable timestamps, NaN values, non-numeric columns, too few rows..."""
+
+
+class DatasetNotFoundError(DamchaError, FileNotFoundError):
+    """A dataset file could not be found anywhere we looked (the message lists every place)."""
+
+
+class ChecksumError(DamchaError, ValueError):
+    """A file's sha256 differs from the registry's (the message gives both digests)."""
+
+
+class ConfigError(DamchaError, ValueError):
+    """A bad argument or configuration value (the message names it)."""
