@@ -1,0 +1,72 @@
+"""Naive forecasts: the floor a trained model must beat.
+
+``repeat_last`` repeats the last observed value of each variate; ``window_mean`` repeats the mean
+of the lookback window. Evaluated under the protocol they give the leaderboard's sanity rows.
+Both commute with the per-column affine scaler, so raw-scale errors come from the raw values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from damcha_ts.data.protocol import SeriesData
+from damcha_ts.errors import ConfigError
+
+METHODS = ("repeat_last", "window_mean")
+# Windows per chunk are chosen so one chunk holds about this many float64 errors (~32 MB).
+_CHUNK_ELEMENTS = 4_000_000
+
+
+def naive_forecast(method: str, x, pred_len: int):
+    """Forecast ``[B, H, C]`` from lookback ``x`` [B, L, C] (NumPy array or torch tensor)."""
+    _check_method(method)
+    if method == "repeat_last":
+        level = x[:, -1:, :]
+    else:
+        level = x.mean(axis=1, keepdims=True) if isinstance(x, np.ndarray) else x.mean(dim=1, keepdim=True)
+    if isinstance(x, np.ndarray):
+        return np.repeat(level, pred_len, axis=1)
+    return level.expand(-1, pred_len, -1).contiguous()
+
+
+def evaluate_naive(data: SeriesData, method: str, split: str = "test") -> dict:
+    """MSE/MAE of a naive forecast over every window of ``split``.
+
+    Returns ``{"mse", "mae"}`` on the train-fitted z-scale (the benchmark metric),
+    ``{"mse_raw", "mae_raw"}`` on the original scale, and ``"windows"``. In ``MS`` mode only the
+    target (last column) is scored, as TSLib does.
+    """
+    _check_method(method)
+    border1, border2 = data.borders[split]
+    n_windows = data.window_count(split)
+    L, H = data.seq_len, data.pred_len
+    target_columns = slice(-1, None) if data.features == "MS" else slice(None)
+    result: dict = {"method": method, "split": split, "windows": n_windows}
+    for suffix, rows in (("", data.scaled), ("_raw", data.values)):
+        rows = rows[border1:border2].astype(np.float64)
+        level = _levels(method, rows, L, n_windows)[:, target_columns]  # [N, C]
+        targets = np.lib.stride_tricks.sliding_window_view(rows[L:, target_columns], H, axis=0)  # [N, C, H]
+        squared = absolute = 0.0
+        chunk = max(1, _CHUNK_ELEMENTS // (H * level.shape[1]))
+        for start in range(0, n_windows, chunk):
+            errors = targets[start : start + chunk] - level[start : start + chunk, :, None]
+            squared += float(np.square(errors).sum())
+            absolute += float(np.abs(errors).sum())
+        count = n_windows * H * level.shape[1]
+        result["mse" + suffix] = squared / count
+        result["mae" + suffix] = absolute / count
+    return result
+
+
+def _levels(method: str, rows: np.ndarray, L: int, n_windows: int) -> np.ndarray:
+    """The constant forecast of each window [N, C], from the split's rows [T, C]."""
+    if method == "repeat_last":
+        return rows[L - 1 : L - 1 + n_windows]
+    # Lookback means via cumulative sums: mean of rows[i : i + L] for every window i at once.
+    cumulative = np.concatenate([np.zeros((1, rows.shape[1])), np.cumsum(rows, axis=0)])
+    return (cumulative[L : L + n_windows] - cumulative[:n_windows]) / L
+
+
+def _check_method(method: str) -> None:
+    if method not in METHODS:
+        raise ConfigError(f"method must be one of {METHODS}, got {method!r}")

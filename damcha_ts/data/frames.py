@@ -1,0 +1,377 @@
+"""Turning any supported source into one validated wide frame.
+
+Every source (benchmark name, CSV path, wide or long DataFrame, NumPy array) goes through the same
+checks and comes out as a DataFrame with a DatetimeIndex named ``date`` and float64 columns, one per
+variate, in source order. What we learnt about it (dataset name, frequency, origin) is kept in
+``frame.attrs["damcha_ts"]``, so ``prepare(load_frame("ETTm1"), ...)`` applies the benchmark's
+protocol without reading the file again (as long as the frame keeps the benchmark's full shape;
+a cut-down frame counts as user data).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from damcha_ts.data.registry import DataWarning, DatasetSpec, get_spec, is_benchmark_name
+from damcha_ts.data.storage import locate_dataset
+from damcha_ts.errors import ConfigError, DataError, DatasetNotFoundError
+
+ATTRS_KEY = "damcha_ts"
+# Column names recognised as the time axis when ``time_col`` is not given (compared lower-case).
+TIME_COLUMN_NAMES = ("date", "time", "timestamp", "datetime", "ds")
+FILL_POLICIES = ("ffill", "interpolate", "zero")
+LAYOUTS = ("auto", "wide", "long")
+
+Source = str | os.PathLike | pd.DataFrame | np.ndarray
+
+
+def frame_info(frame: pd.DataFrame) -> dict:
+    """The metadata ``load_frame`` attached: ``name``, ``dataset`` (benchmark or None), ``freq``, ``source``."""
+    return dict(frame.attrs.get(ATTRS_KEY, {}))
+
+
+def load_frame(
+    source: Source,
+    *,
+    path: str | os.PathLike | None = None,
+    download: bool = True,
+    time_col: str | None = None,
+    date_format: str | None = None,
+    layout: str = "auto",
+    id_col: str = "id",
+    value_col: str = "value",
+    freq: str | None = None,
+    start: str | pd.Timestamp = "2000-01-01",
+    columns: list[str] | None = None,
+    fill: str | None = None,
+    allow_irregular: bool = False,
+) -> pd.DataFrame:
+    """Load ``source`` as a validated wide frame (DatetimeIndex ``date``, float64 columns).
+
+    ``source`` is one of:
+      - a benchmark name (``"ETTh1"``, ``"weather"``, ``"ecl"``...): located (``path`` overrides
+        the search, ``download`` allows fetching), checksum-verified and parsed with the
+        registry's date format. Its duplicate or irregular stamps (Weather has one of each) are
+        kept, as the protocol does, with a DataWarning;
+      - a CSV path (``.csv`` or ``.csv.gz``) or a DataFrame, wide (DatetimeIndex or a time column,
+        one column per variate) or long (``id_col``, time, ``value_col`` columns; ``layout``
+        "auto" picks long when those are exactly the columns). The time column is ``time_col`` or
+        one named date/time/timestamp/datetime/ds; ``date_format`` is an optional strptime format.
+        Duplicate or irregular timestamps are an error unless ``allow_irregular``;
+      - a NumPy array ``[T, C]`` (or ``[T]``) with ``freq`` (required), ``start`` and ``columns``.
+
+    ``freq`` overrides the inferred sampling frequency for user data. NaN/inf values are an error
+    naming the column and first row unless ``fill`` is one of ``"ffill"`` (forward, then backward
+    for a leading gap), ``"interpolate"`` (linear, edges held) or ``"zero"``.
+    """
+    if fill is not None and fill not in FILL_POLICIES:
+        raise ConfigError(f"fill must be None or one of {FILL_POLICIES}, got {fill!r}")
+    if layout not in LAYOUTS:
+        raise ConfigError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    user_options = dict(freq=freq, fill=fill, allow_irregular=allow_irregular)
+
+    if isinstance(source, pd.DataFrame):
+        spec = _still_benchmark(source)
+        if spec is not None:
+            # Loaded from the registry and still whole: keep its conventions. Its timestamps were
+            # reported when it was loaded, so only the values are checked again.
+            place = _Place("DataFrame")
+            return _finish(source, place, spec=spec, source=frame_info(source)["source"], fill=fill, check_timestamps=False)
+        return _from_dataframe(source, "DataFrame", time_col, date_format, layout, id_col, value_col, **user_options)
+    if isinstance(source, np.ndarray):
+        return _from_array(source, freq=freq, start=start, columns=columns, fill=fill)
+    if isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        if is_benchmark_name(text) and not Path(text).is_file():
+            return _from_benchmark(get_spec(text), path, download, fill)
+        file = Path(text).expanduser()
+        if file.is_file():
+            return _from_csv(file, time_col, date_format, layout, id_col, value_col, **user_options)
+        if file.suffix or os.sep in text or "/" in text:
+            raise DatasetNotFoundError(f"no such file: {file}")
+        get_spec(text)  # not a file and not a benchmark: raises ConfigError suggesting close names
+    raise ConfigError(
+        f"source must be a benchmark name, a CSV path, a pandas DataFrame or a NumPy array, got {type(source).__name__}"
+    )
+
+
+def _still_benchmark(frame: pd.DataFrame) -> DatasetSpec | None:
+    """The spec of a frame ``load_frame`` returned for a benchmark, if it still has its full shape.
+
+    Values may have been edited, but a frame cut to fewer rows or columns, or without its
+    DatetimeIndex, is user data: the benchmark's split would no longer mean anything for it.
+    """
+    name = frame_info(frame).get("dataset")
+    if not name:
+        return None
+    spec = get_spec(name)
+    whole = frame.shape == (spec.n_rows, spec.n_variates) and isinstance(frame.index, pd.DatetimeIndex)
+    return spec if whole else None
+
+
+class _Place:
+    """Where a row lives, for error messages: ``file.csv row 12 (line 14)`` or ``DataFrame row 12``."""
+
+    def __init__(self, label: str, header_lines: int | None = None):
+        self.label = label
+        self.header_lines = header_lines
+
+    def row(self, i: int) -> str:
+        if self.header_lines is None:
+            return f"row {i}"
+        return f"row {i} (line {i + 1 + self.header_lines})"
+
+
+def _from_benchmark(spec: DatasetSpec, path, download: bool, fill: str | None) -> pd.DataFrame:
+    file = locate_dataset(spec, path, download=download)
+    place = _Place(str(file), header_lines=1)
+    raw = pd.read_csv(file)
+    if spec.time_column not in raw.columns:
+        raise DataError(f"{file}: no {spec.time_column!r} column; columns are {list(raw.columns)}")
+    stamps = _parse_times(raw[spec.time_column], spec.time_column, spec.date_format, place)
+    values = raw.drop(columns=[spec.time_column])
+    if values.shape != (spec.n_rows, spec.n_variates):
+        raise DataError(
+            f"{file}: expected {spec.n_rows} rows x {spec.n_variates} variates for {spec.name}, "
+            f"got {values.shape[0]} x {values.shape[1]}"
+        )
+    values.index = pd.DatetimeIndex(stamps, name="date")
+    return _finish(values, place, spec=spec, source=str(file), fill=fill)
+
+
+def _from_csv(file: Path, time_col, date_format, layout, id_col, value_col, **options) -> pd.DataFrame:
+    try:
+        raw = pd.read_csv(file)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DataError(f"{file}: cannot be read as CSV: {exc}") from exc
+    return _from_dataframe(
+        raw, str(file), time_col, date_format, layout, id_col, value_col, header_lines=1, **options
+    )
+
+
+def _from_dataframe(
+    raw: pd.DataFrame, label: str, time_col, date_format, layout, id_col, value_col, *, header_lines=None, **options
+) -> pd.DataFrame:
+    place = _Place(label, header_lines)
+    raw = raw.copy(deep=False)  # new column labels only; the values are copied once, in _finish
+    raw.columns = [str(c) for c in raw.columns]
+    if isinstance(raw.index, pd.DatetimeIndex) and time_col is None:
+        stamps = raw.index
+    else:
+        time_col = _find_time_column(raw, time_col, place)
+        long_columns = {id_col, time_col, value_col}
+        if layout == "long" or (layout == "auto" and set(raw.columns) == long_columns and len(raw.columns) == 3):
+            raw = _long_to_wide(raw, time_col, id_col, value_col, date_format, place)
+            place = _Place(f"{label} (long layout, pivoted)")
+            stamps = raw.index
+        else:
+            stamps = _parse_times(raw[time_col], time_col, date_format, place)
+            raw = raw.drop(columns=[time_col])
+    raw.index = pd.DatetimeIndex(stamps, name="date")
+    return _finish(raw, place, spec=None, source=label, **options)
+
+
+def _find_time_column(raw: pd.DataFrame, time_col: str | None, place: _Place) -> str:
+    if time_col is not None:
+        if time_col not in raw.columns:
+            raise DataError(f"{place.label}: time column {time_col!r} not found; columns are {list(raw.columns)}")
+        return time_col
+    for column in raw.columns:
+        if column.lower() in TIME_COLUMN_NAMES:
+            return column
+    raise DataError(
+        f"{place.label}: no time column: expected a DatetimeIndex or a column named one of "
+        f"{TIME_COLUMN_NAMES}; columns are {list(raw.columns)}. Pass time_col=... to name it."
+    )
+
+
+def _parse_times(column: pd.Series, name: str, date_format: str | None, place: _Place) -> pd.DatetimeIndex:
+    with warnings.catch_warnings():
+        # Without a format pandas warns when it falls back to per-element parsing; the result is
+        # checked below either way.
+        warnings.filterwarnings("ignore", message="Could not infer format", category=UserWarning)
+        try:
+            parsed = pd.to_datetime(column, format=date_format, errors="coerce")
+        except (ValueError, TypeError) as exc:
+            raise DataError(f"{place.label}: column {name!r} cannot be parsed as timestamps: {exc}") from exc
+    bad = np.flatnonzero(parsed.isna().to_numpy())
+    if bad.size:
+        i = int(bad[0])
+        problem = "is empty" if pd.isna(column.iloc[i]) else f"holds {column.iloc[i]!r}, which is not a timestamp"
+        hint = f" in format {date_format!r}" if date_format else ""
+        raise DataError(f"{place.label}: time column {name!r} {place.row(i)} {problem}{hint} ({bad.size} bad rows in all)")
+    return pd.DatetimeIndex(parsed)
+
+
+def _long_to_wide(raw, time_col, id_col, value_col, date_format, place: _Place) -> pd.DataFrame:
+    for column in (id_col, value_col):
+        if column not in raw.columns:
+            raise DataError(f"{place.label}: long layout needs column {column!r}; columns are {list(raw.columns)}")
+    stamps = _parse_times(raw[time_col], time_col, date_format, place)
+    keyed = pd.DataFrame({"id": raw[id_col].astype(str).to_numpy(), "time": stamps, "value": raw[value_col].to_numpy()})
+    duplicated = np.flatnonzero(keyed.duplicated(["id", "time"]).to_numpy())
+    if duplicated.size:
+        i = int(duplicated[0])
+        raise DataError(
+            f"{place.label}: {place.row(i)} repeats id {keyed['id'].iloc[i]!r} at {keyed['time'].iloc[i]} "
+            "(each id may have one value per timestamp)"
+        )
+    _require_numeric(keyed["value"], value_col, place)
+    wide = keyed.pivot(index="time", columns="id", values="value")
+    # Variates keep the order in which their ids first appear, as a wide file would list them.
+    wide = wide[list(pd.unique(keyed["id"]))]
+    wide.columns.name = None
+    return wide
+
+
+def _require_numeric(column: pd.Series, name: str, place: _Place) -> np.ndarray:
+    if pd.api.types.is_datetime64_any_dtype(column) or pd.api.types.is_timedelta64_dtype(column):
+        raise DataError(f"{place.label}: column {name!r} holds times, not numbers (is it a second time column?)")
+    if pd.api.types.is_bool_dtype(column) or pd.api.types.is_numeric_dtype(column):
+        return column.to_numpy(dtype=np.float64, na_value=np.nan)
+    numbers = pd.to_numeric(column, errors="coerce")
+    bad = np.flatnonzero((numbers.isna() & column.notna()).to_numpy())
+    if bad.size:
+        i = int(bad[0])
+        raise DataError(
+            f"{place.label}: column {name!r} is not numeric: {place.row(i)} holds {column.iloc[i]!r} "
+            f"({bad.size} non-numeric rows in all)"
+        )
+    return numbers.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _from_array(array: np.ndarray, *, freq, start, columns, fill) -> pd.DataFrame:
+    if freq is None:
+        raise ConfigError("freq is required when the source is a NumPy array (for example freq='h')")
+    if array.ndim == 1:
+        array = array[:, None]
+    if array.ndim != 2:
+        raise DataError(f"array: expected shape [T, C] or [T], got {array.shape}")
+    names = [str(i) for i in range(array.shape[1])] if columns is None else [str(c) for c in columns]
+    if len(names) != array.shape[1]:
+        raise ConfigError(f"columns: {len(names)} names given for an array with {array.shape[1]} columns")
+    try:
+        index = pd.date_range(start=start, periods=array.shape[0], freq=freq, name="date")
+    except ValueError as exc:
+        raise ConfigError(f"freq={freq!r} / start={start!r}: {exc}") from exc
+    frame = pd.DataFrame(array, index=index, columns=names)
+    return _finish(frame, _Place("array"), spec=None, source="array", freq=freq, fill=fill)
+
+
+def _finish(
+    frame: pd.DataFrame,
+    place: _Place,
+    *,
+    spec: DatasetSpec | None,
+    source: str,
+    freq: str | None = None,
+    fill: str | None = None,
+    allow_irregular: bool = False,
+    check_timestamps: bool = True,
+) -> pd.DataFrame:
+    """Numeric and finite checks, the regularity check, and the metadata: shared by every source."""
+    if frame.shape[1] == 0:
+        raise DataError(f"{place.label}: no value columns besides the time column")
+    names = [str(c) for c in frame.columns]
+    if all(pd.api.types.is_numeric_dtype(dtype) for dtype in frame.dtypes):
+        values = frame.to_numpy(dtype=np.float64, na_value=np.nan)  # one pass for the usual case
+    else:
+        values = np.column_stack([_require_numeric(frame.iloc[:, j], name, place) for j, name in enumerate(names)])
+    values = _handle_non_finite(values, names, frame.index, place, fill)
+    index = pd.DatetimeIndex(frame.index, name="date")
+    problem = _irregularity(index, place) if check_timestamps else None
+    if problem is not None:
+        if spec is not None:
+            warnings.warn(f"{problem}; kept as in the published benchmark protocol", DataWarning, stacklevel=4)
+        elif allow_irregular:
+            warnings.warn(f"{problem}; kept because allow_irregular=True", DataWarning, stacklevel=4)
+        else:
+            raise DataError(f"{problem}. Fix the timestamps, resample, or pass allow_irregular=True to keep the rows as they are")
+    if spec is not None:
+        freq = spec.freq
+    elif freq is None:
+        freq = _inferred_freq(index, place)
+    result = pd.DataFrame(values, index=index, columns=names)
+    name = spec.name if spec is not None else (Path(source).name.split(".")[0] if source not in ("DataFrame", "array") else source)
+    result.attrs[ATTRS_KEY] = {
+        "name": name,
+        "dataset": spec.name if spec is not None else None,
+        "freq": freq,
+        "source": source,
+    }
+    return result
+
+
+def _handle_non_finite(values: np.ndarray, names: list[str], index, place: _Place, fill: str | None) -> np.ndarray:
+    finite = np.isfinite(values)
+    if finite.all():
+        return values
+    if fill is None:
+        rows, cols = np.nonzero(~finite)
+        first = int(np.argmin(rows))  # earliest bad row; its column
+        i, j = int(rows[first]), int(cols[first])
+        raise DataError(
+            f"{place.label}: column {names[j]!r} {place.row(i)} ({index[i]}) is {values[i, j]} "
+            f"({(~finite).sum()} NaN/inf values in all). Clean the data or pass fill='ffill', "
+            "'interpolate' or 'zero'"
+        )
+    frame = pd.DataFrame(np.where(finite, values, np.nan))
+    fillers: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
+        "ffill": lambda f: f.ffill().bfill(),
+        "interpolate": lambda f: f.interpolate(method="linear", limit_direction="both"),
+        "zero": lambda f: f.fillna(0.0),
+    }
+    filled = fillers[fill](frame).to_numpy()
+    empty = np.flatnonzero(np.isnan(filled).all(axis=0))
+    if empty.size:
+        raise DataError(f"{place.label}: column {names[int(empty[0])]!r} has no finite value, nothing to fill from")
+    return filled
+
+
+def _irregularity(index: pd.DatetimeIndex, place: _Place) -> str | None:
+    """Sentences naming the first duplicate, backwards and off-step timestamps; None if regular."""
+    problems = []
+    duplicated = np.flatnonzero(index.duplicated())
+    if duplicated.size:
+        i = int(duplicated[0])
+        problems.append(f"duplicate timestamp {index[i]} at {place.row(i)} ({duplicated.size} duplicates in all)")
+    steps = np.diff(index.asi8)
+    backwards = np.flatnonzero(steps < 0)
+    if backwards.size:
+        i = int(backwards[0]) + 1
+        problems.append(f"timestamps go backwards at {place.row(i)} ({index[i]} after {index[i - 1]})")
+    if not problems and (len(index) < 3 or pd.infer_freq(index) is not None):
+        return None
+    forward = steps[steps > 0]
+    if forward.size:
+        usual = _modal_step(forward)
+        off = np.flatnonzero((steps > 0) & (steps != usual))
+        if off.size:
+            i = int(off[0]) + 1
+            problems.append(
+                f"irregular step at {place.row(i)} ({index[i]} comes {pd.Timedelta(int(steps[i - 1]))} after "
+                f"{index[i - 1]}; the usual step is {pd.Timedelta(int(usual))}; {off.size} irregular steps in all)"
+            )
+    return f"{place.label}: " + "; ".join(problems) if problems else None
+
+
+def _modal_step(steps: np.ndarray) -> int:
+    values, counts = np.unique(steps, return_counts=True)
+    return int(values[np.argmax(counts)])
+
+
+def _inferred_freq(index: pd.DatetimeIndex, place: _Place) -> str:
+    if len(index) >= 3:
+        inferred = pd.infer_freq(index)
+        if inferred is not None:
+            return inferred
+    if len(index) < 2:
+        raise DataError(f"{place.label}: {len(index)} timestamp(s) are too few to tell the frequency; pass freq=...")
+    # Irregular but allowed: the most common step stands for the frequency.
+    return pd.tseries.frequencies.to_offset(pd.Timedelta(_modal_step(np.diff(index.asi8)))).freqstr

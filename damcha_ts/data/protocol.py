@@ -1,0 +1,320 @@
+"""The long-term forecasting protocol (docs/protocol.md §1.2-1.4) applied to one series.
+
+``prepare`` turns any source into a ``SeriesData``: split borders with the lookback overlap,
+a scaler fitted on the train rows only, ``M``/``S``/``MS`` column selection and ``timeF`` marks.
+Windows and batching live in ``windows.py`` (torch); this module needs only NumPy and pandas.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from damcha_ts.data.frames import Source, frame_info, load_frame
+from damcha_ts.data.registry import SPLIT_KINDS, get_spec
+from damcha_ts.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from damcha_ts.data.windows import WindowDataset
+
+SPLITS = ("train", "val", "test")
+FEATURE_MODES = ("M", "S", "MS")
+# ETT borders count "months" of 30 days: 12 train, 4 val, 4 test (protocol.md §1.2).
+_ETT_MONTH_HOURS = 30 * 24
+# TSLib's "custom" split: 70 % train, 20 % test, the rest validation.
+CUSTOM_FRACTIONS = (0.7, 0.1, 0.2)
+
+Borders = dict[str, tuple[int, int]]
+
+
+class StandardScaler:
+    """Per-column z-scoring with the population std (ddof=0), as sklearn's StandardScaler.
+
+    A constant column gets scale 1 (sklearn does the same) so it maps to zeros instead of NaN.
+    ``transform`` / ``inverse_transform`` accept NumPy arrays or torch tensors whose last axis
+    holds the columns.
+    """
+
+    def __init__(self, mean: np.ndarray, scale: np.ndarray):
+        self.mean_ = np.asarray(mean, dtype=np.float64)
+        self.scale_ = np.asarray(scale, dtype=np.float64)
+
+    @classmethod
+    def fit(cls, values: np.ndarray) -> StandardScaler:
+        """Fit on ``values`` [T, C] (the train rows)."""
+        values = np.asarray(values, dtype=np.float64)
+        scale = values.std(axis=0)
+        return cls(values.mean(axis=0), np.where(scale == 0.0, 1.0, scale))
+
+    def select(self, columns: int | slice | Sequence[int]) -> StandardScaler:
+        """The scaler of a subset of columns, e.g. ``select([-1])`` for the MS target."""
+        if isinstance(columns, int):
+            columns = [columns]
+        return StandardScaler(self.mean_[columns], self.scale_[columns])
+
+    def _stats_like(self, x):
+        if isinstance(x, np.ndarray):
+            return self.mean_, self.scale_
+        import torch
+
+        as_tensor = lambda a: torch.as_tensor(a, dtype=x.dtype, device=x.device)  # noqa: E731
+        return as_tensor(self.mean_), as_tensor(self.scale_)
+
+    def transform(self, x):
+        """(x - mean) / scale over the last axis [..., C]."""
+        mean, scale = self._stats_like(x)
+        return (x - mean) / scale
+
+    def inverse_transform(self, x):
+        """x * scale + mean over the last axis [..., C]: back to the raw scale."""
+        mean, scale = self._stats_like(x)
+        return x * scale + mean
+
+
+@dataclass
+class SeriesData:
+    """Everything a model or trainer needs about one prepared series.
+
+    Row arrays cover every row the protocol uses (for ETT the first 20 months only).
+    ``values`` [T, C] float64 raw scale and ``scaled`` [T, C] float32 z-scored with the train-only
+    scaler hold the columns in model order: the target is last when present (always for S/MS);
+    in S mode it is the only column. ``marks`` [T, M] float32 are the timeF features.
+    ``borders[split] = (border1, border2)`` is the row range of that split, val/test starting
+    ``seq_len`` rows before their boundary so the first window has a full lookback.
+    """
+
+    name: str
+    columns: list[str]
+    freq: str
+    timestamps: pd.DatetimeIndex
+    values: np.ndarray
+    scaled: np.ndarray
+    marks: np.ndarray
+    scaler: StandardScaler
+    borders: Borders
+    seq_len: int
+    pred_len: int
+    features: str
+    target: str | None = None
+    # Benchmark name (None for user data), where the data came from, rows in the source.
+    dataset: str | None = None
+    source: str = ""
+    total_rows: int = 0
+    time_features_freq: str = "h"
+    mark_names: list[str] = field(default_factory=list)
+
+    def window_count(self, split: str) -> int:
+        """Number of stride-1 windows in ``split``: rows - seq_len - pred_len + 1 (protocol §1.3)."""
+        border1, border2 = self.borders[_check_split(split)]
+        return border2 - border1 - self.seq_len - self.pred_len + 1
+
+    def windows(self, split: str) -> WindowDataset:
+        """The torch ``WindowDataset`` of ``split`` (imports torch)."""
+        from damcha_ts.data.windows import WindowDataset
+
+        return WindowDataset(self, split)
+
+    @property
+    def n_variates(self) -> int:
+        return len(self.columns)
+
+
+def _check_split(split: str) -> str:
+    if split not in SPLITS:
+        raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
+    return split
+
+
+def split_borders(kind_or_spec, n_rows: int, seq_len: int) -> Borders:
+    """Row ranges [border1, border2) of train/val/test (protocol.md §1.2).
+
+    ``kind_or_spec`` is ``"ett_hour"``, ``"ett_minute"``, ``"custom"`` (70/10/20), a sequence of
+    three fractions (train, val, test) split as TSLib does (train and test rounded down, val the
+    rest), or a mapping of explicit borders (returned as given after validation).
+    """
+    if isinstance(kind_or_spec, Mapping):
+        borders = {split: tuple(int(b) for b in kind_or_spec[split]) for split in SPLITS if split in kind_or_spec}
+        missing = [s for s in SPLITS if s not in borders]
+        if missing:
+            raise ConfigError(f"split: explicit borders need keys {SPLITS}, missing {missing}")
+        for split, (border1, border2) in borders.items():
+            if not 0 <= border1 < border2 <= n_rows:
+                raise ConfigError(f"split: {split} borders ({border1}, {border2}) must satisfy 0 <= border1 < border2 <= {n_rows} rows")
+        return borders
+    if isinstance(kind_or_spec, str):
+        if kind_or_spec not in SPLIT_KINDS:
+            raise ConfigError(f"split must be one of {SPLIT_KINDS}, three fractions or a dict of borders, got {kind_or_spec!r}")
+        if kind_or_spec in ("ett_hour", "ett_minute"):
+            per_month = _ETT_MONTH_HOURS * (4 if kind_or_spec == "ett_minute" else 1)
+            ends = (12 * per_month, 16 * per_month, 20 * per_month)
+            if n_rows < ends[2]:
+                raise DataError(f"the {kind_or_spec} split needs {ends[2]} rows (20 months), the data has {n_rows}")
+            return {"train": (0, ends[0]), "val": (ends[0] - seq_len, ends[1]), "test": (ends[1] - seq_len, ends[2])}
+        fractions = CUSTOM_FRACTIONS
+    else:
+        fractions = tuple(float(f) for f in kind_or_spec)
+        if len(fractions) != 3 or min(fractions) <= 0 or abs(sum(fractions) - 1.0) > 1e-9:
+            raise ConfigError(f"split fractions must be three positive numbers (train, val, test) summing to 1, got {kind_or_spec!r}")
+    n_train = int(n_rows * fractions[0])
+    n_test = int(n_rows * fractions[2])
+    n_val = n_rows - n_train - n_test
+    return {
+        "train": (0, n_train),
+        "val": (max(n_train - seq_len, 0), n_train + n_val),
+        "test": (max(n_rows - n_test - seq_len, 0), n_rows),
+    }
+
+
+def time_features(timestamps: pd.DatetimeIndex, freq: str = "h") -> tuple[np.ndarray, list[str]]:
+    """timeF marks [T, M] float32 and their names, from GluonTS's time features.
+
+    For ``freq="h"`` (the benchmark convention for every dataset, protocol.md §1.4) these are
+    HourOfDay, DayOfWeek, DayOfMonth and DayOfYear, each scaled to [-0.5, 0.5]. Other
+    frequencies use GluonTS's choice for that frequency (e.g. 5 features for minutes, 3 for days).
+    """
+    from gluonts.time_feature import (
+        day_of_month,
+        day_of_week,
+        day_of_year,
+        hour_of_day,
+        time_features_from_frequency_str,
+    )
+
+    if pd.tseries.frequencies.to_offset(freq) == pd.tseries.frequencies.to_offset("h"):
+        # Pinned explicitly: the benchmark numbers depend on exactly these four.
+        functions = [hour_of_day, day_of_week, day_of_month, day_of_year]
+    else:
+        try:
+            functions = time_features_from_frequency_str(freq)
+        except (RuntimeError, ValueError) as exc:
+            raise ConfigError(f"time_features_freq={freq!r}: GluonTS has no time features for it") from exc
+    if not functions:
+        raise ConfigError(f"time_features_freq={freq!r}: GluonTS gives no time features for it; use 'h' or a finer one")
+    marks = np.stack([np.asarray(fn(timestamps), dtype=np.float64) for fn in functions], axis=1)
+    return marks.astype(np.float32), [fn.__name__ for fn in functions]
+
+
+def prepare(
+    source: Source,
+    *,
+    seq_len: int = 96,
+    pred_len: int = 96,
+    features: str = "M",
+    target: str = "OT",
+    time_features_freq: str | None = "h",
+    split=None,
+    fill: str | None = None,
+    allow_irregular: bool = False,
+    **load_options,
+) -> SeriesData:
+    """Load ``source`` and apply the protocol: the one entry point for benchmark and user data.
+
+    ``source``, ``fill``, ``allow_irregular`` and ``load_options`` (``path``, ``time_col``, ``freq``,
+    ``layout``...) go to ``load_frame``: ``fill`` opts in to filling NaN/inf values, and
+    ``allow_irregular`` keeps duplicate or irregular timestamps of user data. ``split`` is None
+    (the benchmark's split kind; 70/10/20 for user data), a split kind, three fractions or
+    explicit borders (see ``split_borders``). ``features``: ``M``
+    all columns in and out; ``MS`` all in, target out; ``S`` target only. The target column is
+    moved last whenever it exists (TSLib's column order); S and MS require it.
+    ``time_features_freq`` is ``"h"`` (benchmark convention: 4 marks for every dataset) or None to
+    use the data's own frequency, or any pandas frequency alias.
+    """
+    for argument, value in (("seq_len", seq_len), ("pred_len", pred_len)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ConfigError(f"{argument} must be a positive integer, got {value!r}")
+    if features not in FEATURE_MODES:
+        raise ConfigError(f"features must be one of {FEATURE_MODES}, got {features!r}")
+
+    frame = load_frame(source, fill=fill, allow_irregular=allow_irregular, **load_options)
+    info = frame_info(frame)
+    spec = get_spec(info["dataset"]) if info.get("dataset") else None
+    columns = _model_columns(list(frame.columns), features, target, info["name"])
+
+    borders = split_borders(split if split is not None else (spec.split if spec else "custom"), len(frame), seq_len)
+    minimum = seq_len + pred_len
+    for name, (border1, border2) in borders.items():
+        if border2 - border1 < minimum:
+            raise DataError(
+                f"{info['name']}: the {name} split has {border2 - border1} rows (rows {border1}-{border2}); "
+                f"one window needs at least seq_len + pred_len = {minimum}. Use shorter windows, more data "
+                "or different split fractions"
+            )
+    used = max(border2 for _, border2 in borders.values())  # ETT never uses its last ~4 months
+    values = frame[columns].iloc[:used].to_numpy(dtype=np.float64)
+    scaler = StandardScaler.fit(values[borders["train"][0] : borders["train"][1]])
+    timestamps = frame.index[:used]
+    marks_freq = time_features_freq if time_features_freq is not None else info["freq"]
+    marks, mark_names = time_features(timestamps, marks_freq)
+    return SeriesData(
+        name=info["name"],
+        columns=columns,
+        freq=info["freq"],
+        timestamps=timestamps,
+        values=values,
+        scaled=scaler.transform(values).astype(np.float32),
+        marks=marks,
+        scaler=scaler,
+        borders=borders,
+        seq_len=int(seq_len),
+        pred_len=int(pred_len),
+        features=features,
+        target=target if target in columns else None,
+        dataset=info.get("dataset"),
+        source=str(info.get("source", "")),
+        total_rows=len(frame),
+        time_features_freq=marks_freq,
+        mark_names=mark_names,
+    )
+
+
+def _model_columns(available: list[str], features: str, target: str, name: str) -> list[str]:
+    if target not in available:
+        if features == "M":
+            return available
+        close = difflib.get_close_matches(target, available, n=3)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise ConfigError(
+            f"{name}: target column {target!r} (needed for features={features!r}) not found.{hint} "
+            f"Columns are {available}; pass target=..."
+        )
+    if features == "S":
+        return [target]
+    return [c for c in available if c != target] + [target]
+
+
+def describe(data: SeriesData) -> dict:
+    """A JSON-ready summary (rows, variates, frequency, borders, windows per split)."""
+    return {
+        "name": data.name,
+        "dataset": data.dataset,
+        "source": data.source,
+        "rows": data.total_rows,
+        "rows_used": len(data.timestamps),
+        "variates": data.n_variates,
+        "columns": list(data.columns),
+        "freq": data.freq,
+        "first_timestamp": str(data.timestamps[0]),
+        "last_timestamp": str(data.timestamps[-1]),
+        "features": data.features,
+        "target": data.target,
+        "seq_len": data.seq_len,
+        "pred_len": data.pred_len,
+        "time_features": data.mark_names,
+        "borders": {split: list(data.borders[split]) for split in SPLITS},
+        "windows": {split: data.window_count(split) for split in SPLITS},
+    }
+
+
+__all__ = [
+    "SeriesData",
+    "StandardScaler",
+    "describe",
+    "prepare",
+    "split_borders",
+    "time_features",
+]

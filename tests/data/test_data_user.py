@@ -1,0 +1,190 @@
+"""User data: CSV, wide and long DataFrames and arrays load identically; each bad input its error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from damcha_ts.data import DataWarning, load_frame, prepare
+from damcha_ts.errors import ConfigError, DataError, DatasetNotFoundError
+
+SPLITS = ("train", "val", "test")
+
+
+@pytest.fixture(scope="module")
+def user_wide(benchmark_frame) -> pd.DataFrame:
+    """2,000 real ETTh1 rows as a user would hold them: a ``date`` column and three variates."""
+    frame = benchmark_frame("ETTh1").iloc[:2000][["HUFL", "MUFL", "OT"]].reset_index()
+    frame.attrs.clear()
+    return frame
+
+
+def _all_windows(data) -> dict[str, dict[str, torch.Tensor]]:
+    return {s: data.windows(s).batch(torch.arange(data.window_count(s))) for s in SPLITS}
+
+
+def test_wide_long_csv_and_array_give_identical_windows(user_wide, tmp_path):
+    options = dict(seq_len=48, pred_len=24)
+    wide_column = prepare(user_wide, **options)
+    wide_index = prepare(user_wide.set_index("date"), **options)
+    long = user_wide.melt(id_vars="date", var_name="id", value_name="value").rename(columns={"date": "time"})
+    # Time order within an id must not matter; variates keep the order their ids first appear in.
+    id_rank = {"HUFL": 0, "MUFL": 1, "OT": 2}
+    long = long.sample(frac=1.0, random_state=0).sort_values("id", kind="stable", key=lambda ids: ids.map(id_rank))
+    from_long = prepare(long, **options)
+    user_wide.to_csv(tmp_path / "mine.csv", index=False)
+    user_wide.to_csv(tmp_path / "mine.csv.gz", index=False)
+    from_csv = prepare(tmp_path / "mine.csv", **options)
+    from_gz = prepare(str(tmp_path / "mine.csv.gz"), **options)
+    from_array = prepare(
+        user_wide[["HUFL", "MUFL", "OT"]].to_numpy(), freq="h", start=user_wide["date"].iloc[0], columns=["HUFL", "MUFL", "OT"], **options
+    )
+
+    reference = _all_windows(wide_column)
+    assert wide_column.borders == {"train": (0, 1400), "val": (1352, 1600), "test": (1552, 2000)}  # 70/10/20
+    for other in (wide_index, from_long, from_csv, from_gz, from_array):
+        assert other.columns == ["HUFL", "MUFL", "OT"] and other.freq == "h"
+        assert other.borders == wide_column.borders
+        windows = _all_windows(other)
+        for split in SPLITS:
+            for key, tensor in reference[split].items():
+                assert torch.equal(windows[split][key], tensor), (split, key)
+    # Independent check of one window against the raw numbers.
+    raw = user_wide[["HUFL", "MUFL", "OT"]].to_numpy()
+    train = raw[:1400]
+    expected_x = (raw[1552 + 5 : 1552 + 5 + 48] - train.mean(0)) / train.std(0)
+    np.testing.assert_allclose(reference["test"]["x"][5].numpy(), expected_x, rtol=1e-5, atol=1e-5)
+
+
+def test_explicit_fractions_and_borders(user_wide):
+    by_fraction = prepare(user_wide, seq_len=48, pred_len=24, split=(0.6, 0.2, 0.2))
+    assert by_fraction.borders == {"train": (0, 1200), "val": (1152, 1600), "test": (1552, 2000)}
+    borders = {"train": (0, 1000), "val": (952, 1500), "test": (1452, 2000)}
+    explicit = prepare(user_wide, seq_len=48, pred_len=24, split=borders)
+    assert explicit.borders == borders and explicit.window_count("train") == 1000 - 48 - 24 + 1
+    np.testing.assert_allclose(explicit.scaler.mean_, user_wide[["HUFL", "MUFL", "OT"]].to_numpy()[:1000].mean(0))
+
+
+def _csv(tmp_path, text: str):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    return path
+
+
+def _hourly(n: int, **columns) -> str:
+    stamps = pd.date_range("2021-01-01", periods=n, freq="h").strftime("%Y-%m-%d %H:%M:%S")
+    lines = ["date," + ",".join(columns)] + [",".join([stamps[i]] + [str(v[i]) for v in columns.values()]) for i in range(n)]
+    return "\n".join(lines) + "\n"
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(DatasetNotFoundError, match="no such file: .*absent.csv"):
+        prepare(tmp_path / "absent.csv")
+
+
+def test_no_time_column(tmp_path):
+    with pytest.raises(DataError, match=r"bad.csv: no time column.*\['a', 'b'\]"):
+        prepare(_csv(tmp_path, "a,b\n1,2\n3,4\n"))
+    with pytest.raises(DataError, match="time column 'when' not found"):
+        load_frame(pd.DataFrame({"a": [1.0]}), time_col="when")
+
+
+def test_unparsable_timestamp_names_column_and_row(tmp_path):
+    text = _hourly(5, a=range(5)).replace("2021-01-01 02:00:00", "2021-13-45 02:00:00")
+    with pytest.raises(DataError, match=r"time column 'date' row 2 \(line 4\) holds '2021-13-45 02:00:00'"):
+        prepare(_csv(tmp_path, text))
+    with pytest.raises(DataError, match="row 1 holds 'yesterday'"):
+        load_frame(pd.DataFrame({"date": ["2021-01-01", "yesterday"], "a": [1.0, 2.0]}), date_format="%Y-%m-%d")
+
+
+def test_non_numeric_column_names_column_and_row(tmp_path):
+    text = _hourly(6, a=range(6), b=[1, 2, 3, "n/a?", 5, 6])
+    with pytest.raises(DataError, match=r"column 'b' is not numeric: row 3 \(line 5\) holds 'n/a\?'"):
+        prepare(_csv(tmp_path, text))
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", ""])
+def test_non_finite_value_names_column_and_first_row(tmp_path, bad):
+    text = _hourly(6, a=range(6), b=[1, 2, 3, 4, bad, 6])
+    with pytest.raises(DataError, match=r"column 'b' row 4 \(line 6\) \(2021-01-01 04:00:00\) is (nan|inf)"):
+        load_frame(_csv(tmp_path, text))
+
+
+def test_fill_policies_are_explicit_opt_ins():
+    stamps = pd.date_range("2021-01-01", periods=6, freq="h")
+    frame = pd.DataFrame({"a": [np.nan, 1.0, np.inf, 4.0, np.nan, 8.0]}, index=stamps)
+    cleaned = frame.replace(np.inf, np.nan)["a"]
+    np.testing.assert_array_equal(load_frame(frame, fill="ffill")["a"], cleaned.ffill().bfill())
+    np.testing.assert_array_equal(load_frame(frame, fill="interpolate")["a"], [1.0, 1.0, 2.5, 4.0, 6.0, 8.0])
+    np.testing.assert_array_equal(load_frame(frame, fill="zero")["a"], cleaned.fillna(0.0))
+    with pytest.raises(ConfigError, match="fill must be"):
+        load_frame(frame, fill="mean")
+
+
+def test_duplicate_and_irregular_timestamps_are_errors_for_user_data():
+    stamps = list(pd.date_range("2021-01-01", periods=8, freq="h"))
+    duplicate = pd.DataFrame({"a": np.arange(8.0)}, index=pd.DatetimeIndex(stamps[:4] + [stamps[3]] + stamps[5:]))
+    with pytest.raises(DataError, match=r"duplicate timestamp 2021-01-01 03:00:00 at row 4.*allow_irregular=True"):
+        load_frame(duplicate)
+    with pytest.warns(DataWarning, match="duplicate timestamp"):
+        kept = load_frame(duplicate, allow_irregular=True)
+    assert len(kept) == 8 and kept.attrs["damcha_ts"]["freq"] == "h"
+
+    gap = pd.DataFrame({"a": np.arange(7.0)}, index=pd.DatetimeIndex(stamps[:3] + stamps[4:]))
+    with pytest.raises(DataError, match=r"irregular step at row 3 \(2021-01-01 04:00:00 comes 0 days 02:00:00"):
+        load_frame(gap)
+    backwards = pd.DataFrame({"a": np.arange(8.0)}, index=pd.DatetimeIndex(stamps[:2] + [stamps[5]] + stamps[2:5] + stamps[6:]))
+    with pytest.raises(DataError, match="timestamps go backwards at row 3"):
+        load_frame(backwards)
+
+
+def test_split_shorter_than_window_says_the_minimum(user_wide):
+    with pytest.raises(DataError, match=r"the val split has 248 rows.*at least seq_len \+ pred_len = 298"):
+        prepare(user_wide, seq_len=48, pred_len=250)
+    with pytest.raises(DataError, match="ett_hour split needs 14400 rows"):
+        prepare(user_wide, split="ett_hour")
+
+
+def test_missing_target_for_s_and_ms(user_wide):
+    frame = user_wide.rename(columns={"OT": "oil_temp"})
+    for mode in ("S", "MS"):
+        with pytest.raises(ConfigError, match=r"target column 'OT' \(needed for features='%s'\) not found.*oil_temp" % mode):
+            prepare(frame, features=mode, seq_len=48, pred_len=24)
+    assert prepare(frame, features="M", seq_len=48, pred_len=24).target is None  # M needs no target
+    assert prepare(frame, features="S", target="oil_temp", seq_len=48, pred_len=24).columns == ["oil_temp"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "pattern"),
+    [
+        ({"features": "X"}, "features must be one of"),
+        ({"seq_len": 0}, "seq_len must be a positive integer"),
+        ({"pred_len": 2.5}, "pred_len must be a positive integer"),
+        ({"split": (0.5, 0.5, 0.5)}, "split fractions must be three positive numbers"),
+        ({"split": "monthly"}, "split must be one of"),
+        ({"split": {"train": (0, 10)}}, "explicit borders need keys"),
+        ({"split": {"train": (0, 10), "val": (5, 3000), "test": (0, 20)}}, r"val borders \(5, 3000\)"),
+        ({"time_features_freq": "YE"}, "time_features_freq='YE'"),
+        ({"layout": "tall"}, "layout must be one of"),
+    ],
+)
+def test_bad_arguments_name_the_argument(user_wide, arguments, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        prepare(user_wide, **arguments)
+
+
+def test_long_layout_errors(user_wide):
+    long = user_wide.melt(id_vars="date", var_name="id", value_name="value")
+    with pytest.raises(DataError, match=r"repeats id 'HUFL' at 2016-07-01 00:00:00"):
+        load_frame(pd.concat([long, long.iloc[:1]], ignore_index=True))
+    with pytest.raises(DataError, match=r"column 'OT' .* is nan"):
+        load_frame(long.drop(index=long.index[-1]))  # one (id, time) pair missing
+
+
+def test_array_needs_a_frequency():
+    with pytest.raises(ConfigError, match="freq is required"):
+        load_frame(np.zeros((10, 2)))
+    with pytest.raises(ConfigError, match="2 names given for an array with 3 columns"):
+        load_frame(np.zeros((10, 3)), freq="h", columns=["a", "b"])
