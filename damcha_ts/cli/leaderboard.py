@@ -1,0 +1,167 @@
+"""``damcha-ts leaderboard --config configs/leaderboard/NAME.yaml``: run a grid, then rewrite the report.
+
+Runs every cell of the grid that has no row in the results CSV yet (``--max-cells N`` stops after N,
+so a background job can run the grid in pieces), then regenerates ``LEADERBOARD.md`` and its plots
+next to the CSV. ``--config`` may be repeated (grids run in order, then one report covers them all;
+the report also lists the missing cells of every grid named in the CSV). ``--report-only`` skips the
+runs. Progress goes to stderr; with ``--json`` stdout holds exactly one JSON object (what ran, what
+failed, which dataset files are missing).
+Exit status: 0 when no cell failed (cells of missing datasets are skipped, not failed), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+DEFAULT_RESULTS = "benchmarks/results/leaderboard.csv"
+DEFAULT_RUNS = "runs/leaderboard"
+REPORT_NAME = "LEADERBOARD.md"
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "leaderboard",
+        help="run a benchmark grid (resumable) and regenerate LEADERBOARD.md",
+        description=__doc__.split("\n\n", 1)[1],
+    )
+    parser.add_argument(
+        "--config", required=True, action="append",
+        help="grid file, e.g. configs/leaderboard/ett.yaml (repeatable)",
+    )
+    parser.add_argument(
+        "--results",
+        help=f"results CSV (default: <project>/{DEFAULT_RESULTS}); the report is written beside it",
+    )
+    parser.add_argument(
+        "--only-dataset", nargs="+", action="extend", default=[], metavar="DATASET",
+        help="run only these datasets of the grid",
+    )
+    parser.add_argument("--max-cells", type=int, help="run at most N unfinished cells (over all grids), then stop")
+    parser.add_argument("--report-only", action="store_true", help="only regenerate the report from the CSV")
+    parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
+    parser.add_argument("--data-dir", help="folder holding the dataset files (sets DAMCHA_TS_DATA)")
+    parser.add_argument("--runs-dir", help=f"per-cell run folders (default: <project>/{DEFAULT_RUNS})")
+    parser.add_argument("--no-download", action="store_true", help="never download a missing dataset file")
+    parser.set_defaults(func=run)
+
+
+def _display(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _report_grids(grids: list, rows) -> list:
+    """The grids given plus every grid named in the CSV's ``grid`` column (for missing notes)."""
+    from damcha_ts.leaderboard.grid import load_grid
+
+    found = {grid.path: grid for grid in grids}
+    root = grids[0].project_root
+    for name in dict.fromkeys(row["grid"] for row in rows if row["grid"]):
+        path = (Path(name) if Path(name).is_absolute() else root / name).resolve()
+        if path not in found and path.is_file():
+            found[path] = load_grid(path)
+    return list(found.values())
+
+
+def _merge(summaries: list, grids: list, results: Path) -> dict:
+    merged = {
+        "grids": [grid.relative_path for grid in grids],
+        "results": str(results),
+        "planned": 0,
+        "already_finished": 0,
+        "ran": [],
+        "failed": [],
+        "missing_datasets": [],
+        "remaining": 0,
+    }
+    for summary in summaries:
+        for key, value in summary.as_dict().items():
+            if key in ("planned", "already_finished", "remaining", "ran", "failed", "missing_datasets"):
+                merged[key] += value  # counts add up, lists concatenate
+    return merged
+
+
+def run(args: argparse.Namespace) -> int:
+    from damcha_ts.errors import ConfigError
+    from damcha_ts.leaderboard.grid import load_grid
+    from damcha_ts.leaderboard.report import write_report
+    from damcha_ts.leaderboard.results import read_results
+    from damcha_ts.leaderboard.runner import expected_cells, run_leaderboard
+
+    if args.max_cells is not None and args.max_cells < 0:
+        raise ConfigError(f"--max-cells must be >= 0, got {args.max_cells}")
+    if args.data_dir:
+        data_dir = Path(args.data_dir).expanduser().resolve()
+        if not data_dir.is_dir():
+            raise ConfigError(f"--data-dir {args.data_dir}: no such folder")
+        os.environ["DAMCHA_TS_DATA"] = str(data_dir)  # inherited by GPU worker processes too
+    grids = [load_grid(path) for path in args.config]
+    root = grids[0].project_root
+    results = Path(args.results).resolve() if args.results else root / DEFAULT_RESULTS
+    runs_dir = Path(args.runs_dir).resolve() if args.runs_dir else root / DEFAULT_RUNS
+    only = tuple(dict.fromkeys(_canonical(name, grids) for name in args.only_dataset))
+
+    summaries = []
+    budget = args.max_cells
+    for grid in [] if args.report_only else grids:
+        summary = run_leaderboard(
+            grid, results, runs_dir=runs_dir, only_datasets=only, max_cells=budget,
+            download=not args.no_download,
+        )
+        summaries.append(summary)
+        if budget is not None:
+            budget = max(0, budget - len(summary.ran) - len(summary.failed))
+    rows = read_results(results)
+    expected = [cell for g in _report_grids(grids, rows) for cell in expected_cells(g, runs_dir)]
+    report = write_report(results, results.parent / REPORT_NAME, expected=expected,
+                          results_name=_display(results, root), unavailable=_unavailable(expected))
+
+    outcome = _merge(summaries, grids, results)
+    outcome["report"] = str(report)
+    if args.json:
+        print(json.dumps(outcome, default=str))
+    else:
+        if summaries:
+            print(
+                f"ran {len(outcome['ran'])}, failed {len(outcome['failed'])}, already finished "
+                f"{outcome['already_finished']}, still to run {outcome['remaining']}"
+                + "".join(f"; {m['dataset']}: {m['filename']} missing ({m['cells']} cells skipped)"
+                          for m in outcome["missing_datasets"])
+            )
+        print(f"report: {report}")
+    return 1 if outcome["failed"] else 0
+
+
+def _unavailable(expected: list) -> dict[str, str]:
+    """For the report: planned datasets whose file this machine does not have (never downloads)."""
+    from damcha_ts.data import get_spec, locate_dataset
+    from damcha_ts.errors import ChecksumError, DatasetNotFoundError
+
+    notes = {}
+    for dataset in dict.fromkeys(cell.dataset for cell in expected):
+        try:
+            locate_dataset(dataset, download=False)
+        except (DatasetNotFoundError, ChecksumError):
+            spec = get_spec(dataset)
+            notes[dataset] = (
+                f"`{spec.filename}` was not found when this report was written, so these cells cannot run "
+                f"here. Put it in a folder named by `DAMCHA_TS_DATA` (or pass `--data-dir`) and run the "
+                f"command above; expected sha256 of the CSV: `{spec.sha256}`."
+            )
+    return notes
+
+
+def _canonical(name: str, grids: list) -> str:
+    from damcha_ts.data import get_spec
+    from damcha_ts.errors import ConfigError
+
+    canonical = get_spec(name).name
+    if not any(canonical in grid.datasets for grid in grids):
+        known = sorted({d for grid in grids for d in grid.datasets})
+        raise ConfigError(f"--only-dataset {name}: no grid given has {canonical} (they have {', '.join(known)})")
+    return canonical

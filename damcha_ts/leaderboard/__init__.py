@@ -1,0 +1,33 @@
+"""The benchmark leaderboard: resumable grid runs, the results CSV, LEADERBOARD.md and its plots.
+
+    damcha-ts leaderboard --config configs/leaderboard/ett.yaml [--max-cells N] [--report-only]
+
+Start with grid.py (what a grid file holds), then runner.py (how cells run, resume and use the
+devices), cells.py (one cell), results.py (the CSV), report.py and plots.py (the report), and
+published.json (the published numbers of protocol.md §4). Importing this package loads no torch.
+"""
+
+from __future__ import annotations
+
+from damcha_ts.leaderboard.grid import Cell, LeaderboardGrid, load_grid
+from damcha_ts.leaderboard.published import PublishedResults, load_published
+from damcha_ts.leaderboard.report import ExpectedCell, build_report, write_report
+from damcha_ts.leaderboard.results import RESULT_COLUMNS, append_result, read_results
+from damcha_ts.leaderboard.runner import LeaderboardRun, expected_cells, run_leaderboard
+
+__all__ = [
+    "RESULT_COLUMNS",
+    "Cell",
+    "ExpectedCell",
+    "LeaderboardGrid",
+    "LeaderboardRun",
+    "PublishedResults",
+    "append_result",
+    "build_report",
+    "expected_cells",
+    "load_grid",
+    "load_published",
+    "read_results",
+    "run_leaderboard",
+    "write_report",
+]

@@ -1,0 +1,196 @@
+"""Running one leaderboard cell and turning its outcome into a results-CSV row.
+
+A neural cell is a full ``damcha_ts.training.run_experiment`` (early stopping on val_loss, best
+checkpoint reloaded, every test window scored) in its own run directory
+``<runs>/<grid>/<dataset>/<model>/H<horizon>/seed<seed>-<config hash>``; a killed cell resumes there
+from ``checkpoints/last.ckpt``. Afterwards a small prediction sample (a few test windows, and the
+learned per-head metrics for DAMCHA models) is saved for the report's plots. A naive cell evaluates
+``damcha_ts.baselines.evaluate_naive`` on the test split.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from damcha_ts.leaderboard.grid import Cell, LeaderboardGrid
+
+# Naive baselines use the protocol's lookback (protocol.md §7), like every neural config here.
+NAIVE_SEQ_LEN = 96
+SAMPLE_FILE = "prediction_sample.npz"
+SAMPLE_WINDOWS = 4  # forecast windows kept for the forecast-vs-truth plot
+METRIC_WINDOWS = 64  # test windows whose head metrics are averaged for the heatmap
+
+
+@dataclass(frozen=True)
+class ResolvedCell:
+    """A cell with its fully resolved run config, identity hash and run directory."""
+
+    cell: Cell
+    config: dict  # run config (neural) or the naive cell's description
+    config_hash: str
+    run_dir: Path | None  # None for naive cells
+    grid_name: str  # the grid file, relative to the project root (the CSV's "grid" column)
+    trainer_overrides: dict
+
+    @property
+    def key(self) -> tuple[str, str, int, int, str]:
+        c = self.cell
+        return (c.dataset, c.model, c.horizon, c.seed, self.config_hash)
+
+
+def resolve_cell(cell: Cell, grid: LeaderboardGrid, runs_dir: Path) -> ResolvedCell:
+    """Resolve the cell's config (per-horizon sections, overrides, seed) and hash it.
+
+    The hash covers everything that changes the result: the resolved run config plus the grid's
+    extra trainer settings. Device settings are not part of it, so a cell finished on a CPU counts
+    as finished on a GPU machine too.
+    """
+    from damcha_ts.training import config_hash, load_run_config
+
+    grid_name = grid.relative_path
+    if cell.is_naive:
+        description = {
+            "naive": cell.naive_method,
+            "data": {"dataset": cell.dataset, "seq_len": NAIVE_SEQ_LEN, "pred_len": cell.horizon, "features": "M"},
+        }
+        return ResolvedCell(cell, description, config_hash(description), None, grid_name, {})
+    config = load_run_config(
+        cell.config_path, horizon=cell.horizon, overrides=[*cell.overrides, f"training.seed={cell.seed}"]
+    )
+    identity = {"run": config, "trainer": grid.trainer} if grid.trainer else config
+    digest = config_hash(identity)
+    run_dir = runs_dir / grid.name / cell.dataset / cell.model / f"H{cell.horizon}" / f"seed{cell.seed}-{digest}"
+    return ResolvedCell(cell, config, digest, run_dir, grid_name, dict(grid.trainer))
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_cell(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
+    """Run one cell to completion and return its results-CSV row (without writing it)."""
+    from damcha_ts.leaderboard.environment import hardware_description, library_versions
+
+    started = time.perf_counter()
+    cell = resolved.cell
+    if cell.is_naive:
+        outcome = _run_naive(resolved)
+    else:
+        outcome = _run_neural(resolved, device_trainer_kwargs)
+    return {
+        "dataset": cell.dataset,
+        "model": cell.model,
+        "horizon": cell.horizon,
+        "seed": cell.seed,
+        "mse": float(outcome["mse"]),
+        "mae": float(outcome["mae"]),
+        "config_hash": resolved.config_hash,
+        "epochs_run": outcome.get("epochs_run", 0),
+        "best_epoch": outcome.get("best_epoch"),
+        "n_params": outcome.get("n_params", 0),
+        # A run resumed after its last epoch trains no epoch in this process and has no timing.
+        "seconds_per_epoch": float(outcome.get("seconds_per_epoch", math.nan)),
+        "wall_seconds": time.perf_counter() - started,
+        "versions": library_versions(),
+        "hardware": hardware_description(),
+        "grid": resolved.grid_name,
+        "timestamp": _now(),
+    }
+
+
+def _run_naive(resolved: ResolvedCell) -> dict:
+    from damcha_ts.baselines import evaluate_naive
+    from damcha_ts.data import prepare
+
+    data_options = dict(resolved.config["data"])
+    series = prepare(data_options.pop("dataset"), **data_options)
+    return evaluate_naive(series, resolved.cell.naive_method, split="test")
+
+
+def _drop_unreadable_checkpoint(run_dir: Path) -> None:
+    """A kill while Lightning writes ``last.ckpt`` can leave it truncated; resuming from it would fail
+    forever, so such a file is removed and the cell starts afresh."""
+    import torch
+
+    from damcha_ts.training.runner import CHECKPOINT_DIR
+
+    last = run_dir / CHECKPOINT_DIR / "last.ckpt"
+    if not last.is_file():
+        return
+    try:
+        torch.load(last, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is equally unusable
+        print(f"{run_dir}: {last.name} is unreadable ({exc}); the cell starts afresh", file=sys.stderr)
+        last.unlink()
+
+
+def _run_neural(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
+    from damcha_ts.training import run_experiment
+
+    _drop_unreadable_checkpoint(resolved.run_dir)
+    trainer_kwargs = {**device_trainer_kwargs, **resolved.trainer_overrides}
+    result = run_experiment(
+        resolved.config, resolved.run_dir, resume=True, trainer_kwargs=trainer_kwargs, progress=False
+    )
+    save_prediction_sample(resolved.config, resolved.run_dir)
+    return result
+
+
+def save_prediction_sample(config: dict, run_dir: Path) -> Path:
+    """Write ``run_dir/prediction_sample.npz`` from the saved best model.
+
+    Holds ``x`` [k, L, N], ``y`` and ``pred`` [k, H, N] (z-scale) for k test windows spread over the
+    test split, ``window`` (their indices), ``start`` (first target timestamp), ``columns``, and for
+    DAMCHA models ``head_metrics`` [H, dh, dh] (the first DAMCHA layer's learned per-head metrics
+    m_i, averaged over up to 64 test windows) and, with the "full" parameterisation, ``full_metric``
+    [D, D] (the cross-head metric M, averaged likewise).
+    """
+    import numpy as np
+    import torch
+
+    from damcha_ts.training.artifacts import load_model_dir
+    from damcha_ts.training.runner import MODEL_DIR, prepare_series
+
+    loaded = load_model_dir(run_dir / MODEL_DIR)
+    model = loaded.model.eval()
+    series = prepare_series(config["data"])
+    test = series.windows("test")
+    n_windows = len(test)
+    chosen = torch.linspace(0, n_windows - 1, min(SAMPLE_WINDOWS, n_windows)).round().long()
+    batch = test.batch(chosen)
+    with torch.no_grad():
+        pred = model(batch["x"], batch["x_mark"])
+    border1 = series.borders["test"][0]
+    starts = [str(series.timestamps[border1 + int(i) + series.seq_len]) for i in chosen]
+    arrays = {
+        "x": batch["x"].numpy(),
+        "y": batch["y"].numpy(),
+        "pred": pred.float().numpy(),
+        "window": chosen.numpy(),
+        "start": np.array(starts),
+        "columns": np.array(series.columns),
+    }
+    if "damcha" in config["model"]["name"]:
+        probe = test.batch(torch.linspace(0, n_windows - 1, min(METRIC_WINDOWS, n_windows)).round().long())
+        with torch.no_grad():
+            maps = model.attention_maps(probe["x"], probe["x_mark"])
+        # The DAMCHA stack is iTransformer's only encoder, Gateformer's variate-wise one. Its first
+        # layer is kept (with a shared generator every layer uses the same metrics).
+        first = (maps.get("encoder") or maps.get("variate_encoder"))[0]
+        arrays["head_metrics"] = _sample_mean(first.head_metrics, per_sample_dims=4).numpy()
+        if first.full_metric is not None:
+            arrays["full_metric"] = _sample_mean(first.full_metric, per_sample_dims=3).numpy()
+    path = run_dir / SAMPLE_FILE
+    np.savez_compressed(path, **arrays)
+    return path
+
+
+def _sample_mean(metric, per_sample_dims: int):
+    """Average data-adaptive metrics over the batch axis; a static metric has none to average."""
+    metric = metric.float()
+    return metric.mean(0) if metric.dim() == per_sample_dims else metric

@@ -1,0 +1,264 @@
+"""A leaderboard grid (datasets x models x horizons x seeds), read from ``configs/leaderboard/*.yaml``.
+
+Example (every key is listed here; unknown keys are errors)::
+
+    name: ett
+    description: ETT rows of LEADERBOARD.md
+    horizons: [96, 192, 336, 720]
+    seeds: [2021]                        # default seed list of the neural models
+    naive: [repeat_last, window_mean]    # deterministic baselines, one cell per dataset x horizon
+    overrides: []                        # "a.b=value" applied to every neural cell (after the model's)
+    trainer: {}                          # extra lightning.Trainer arguments (e.g. limit_train_batches)
+    models:
+      - name: itransformer_mha           # a damcha_ts.models name; its run config defaults to
+        config: configs/{model}/{dataset_lower}.yaml   # this template ({dataset} works too)
+      - name: itransformer_damcha        # "model.name=<name>" is applied to the config first
+        seeds: [2023]                    # this model's default seeds (instead of the grid's)
+      - name: itransformer_damcha        # an ablation row: same model, its own label in the CSV
+        label: itransformer_damcha_static
+        overrides: [model.static_metric=true]
+    datasets:
+      ETTh1:
+        seeds: {itransformer_mha: [2021, 2022, 2023]}   # per-model seed lists for this dataset
+                                                        # (win over the model's and the grid's)
+      ETTm1: {}
+
+Relative paths (``config``) are resolved against the project root: the folder holding the
+``configs/`` directory the grid file lives in (or the grid file's own folder if it is elsewhere).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from damcha_ts.errors import ConfigError
+
+NAIVE_METHODS = ("repeat_last", "window_mean")
+# Naive forecasts are deterministic; their rows carry this seed so every row has one.
+NAIVE_SEED = 0
+
+GRID_KEYS = {"name", "description", "horizons", "seeds", "naive", "overrides", "trainer", "models", "datasets"}
+MODEL_KEYS = {"name", "label", "config", "overrides", "seeds"}
+# The shipped per-dataset run configs (written for the training code): configs/<model>/<dataset>.yaml
+DEFAULT_MODEL_CONFIG = "configs/{model}/{dataset_lower}.yaml"
+DATASET_KEYS = {"seeds"}
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model column of the grid. ``label`` is what the CSV and the report call it."""
+
+    name: str
+    label: str
+    config: str = DEFAULT_MODEL_CONFIG  # path template with {model}, {dataset}, {dataset_lower}
+    overrides: tuple[str, ...] = ()
+    seeds: tuple[int, ...] | None = None  # None: the grid's seeds
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the grid. ``model`` is the label; naive cells have ``naive_method`` set."""
+
+    dataset: str
+    model: str
+    horizon: int
+    seed: int
+    config_path: Path | None = None
+    overrides: tuple[str, ...] = ()
+    naive_method: str | None = None
+
+    @property
+    def is_naive(self) -> bool:
+        return self.naive_method is not None
+
+    def describe(self) -> str:
+        return f"{self.dataset} {self.model} H={self.horizon} seed={self.seed}"
+
+
+@dataclass(frozen=True)
+class LeaderboardGrid:
+    """A validated grid file (see the module docstring); ``cells()`` expands it into runs."""
+
+    name: str
+    path: Path
+    project_root: Path
+    horizons: tuple[int, ...]
+    seeds: tuple[int, ...]
+    naive: tuple[str, ...]
+    overrides: tuple[str, ...]
+    models: tuple[ModelEntry, ...]
+    datasets: tuple[str, ...]
+    dataset_seeds: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
+    trainer: dict = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def relative_path(self) -> str:
+        """The grid file relative to the project root (absolute if it lives elsewhere)."""
+        try:
+            return str(self.path.relative_to(self.project_root))
+        except ValueError:
+            return str(self.path)
+
+    def seeds_for(self, dataset: str, model_label: str) -> tuple[int, ...]:
+        """Per-dataset list if given, else the model's own list, else the grid's."""
+        if model_label in self.dataset_seeds.get(dataset, {}):
+            return self.dataset_seeds[dataset][model_label]
+        model = next((m for m in self.models if m.label == model_label), None)
+        return model.seeds if model is not None and model.seeds is not None else self.seeds
+
+    def config_path(self, model: ModelEntry, dataset: str) -> Path:
+        relative = model.config.format(model=model.name, dataset=dataset, dataset_lower=dataset.lower())
+        path = Path(relative)
+        return path if path.is_absolute() else self.project_root / path
+
+    def cells(self, only_datasets: tuple[str, ...] = ()) -> list[Cell]:
+        """Every cell, in run order: first the naive cells of every dataset (seconds each), then per
+        dataset the neural cells by seed rank, horizon and model, so that a run in pieces
+        (``--max-cells``) fills whole first-seed rows before it starts on further seeds."""
+        datasets = [d for d in self.datasets if not only_datasets or d in only_datasets]
+        cells = [
+            Cell(dataset, method, horizon, NAIVE_SEED, naive_method=method)
+            for dataset in datasets
+            for horizon in self.horizons
+            for method in self.naive
+        ]
+        for dataset in datasets:
+            seed_lists = {m.label: self.seeds_for(dataset, m.label) for m in self.models}
+            for rank in range(max(map(len, seed_lists.values()), default=0)):
+                for horizon in self.horizons:
+                    for model in self.models:
+                        if rank < len(seed_lists[model.label]):
+                            cells.append(
+                                Cell(
+                                    dataset,
+                                    model.label,
+                                    horizon,
+                                    seed_lists[model.label][rank],
+                                    config_path=self.config_path(model, dataset),
+                                    overrides=(f"model.name={model.name}", *model.overrides, *self.overrides),
+                                )
+                            )
+        return cells
+
+    def command(self, dataset: str | None = None) -> str:
+        """The command that (re)produces this grid's rows, relative to the project root."""
+        only = f" --only-dataset {dataset}" if dataset else ""
+        return f"damcha-ts leaderboard --config {self.relative_path}{only}"
+
+
+def _project_root(grid_path: Path) -> Path:
+    for parent in grid_path.parents:
+        if parent.name == "configs":
+            return parent.parent
+    return grid_path.parent
+
+
+def _check_keys(found: dict, allowed: set[str], where: str) -> None:
+    unknown = sorted(set(found) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(allowed)}")
+
+
+def _int_list(value, where: str) -> tuple[int, ...]:
+    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, int) for v in value):
+        raise ConfigError(f"{where}: expected a non-empty list of integers, got {value!r}")
+    return tuple(value)
+
+
+def _mapping(value, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+    return dict(value)
+
+
+def _canonical_dataset(name: str, where: str) -> str:
+    from damcha_ts.data import get_spec
+
+    try:
+        return get_spec(name).name
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def load_grid(path: str | Path) -> LeaderboardGrid:
+    """Read and validate a grid file; dataset names are canonicalised through the data registry."""
+    import yaml
+
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ConfigError(f"leaderboard config {path} does not exist")
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    _check_keys(raw, GRID_KEYS, str(path))
+    for required in ("name", "horizons", "models", "datasets"):
+        if required not in raw:
+            raise ConfigError(f"{path}: missing required key {required!r}")
+
+    from damcha_ts.models import MODEL_NAMES
+
+    models = []
+    for index, entry in enumerate(raw["models"] or []):
+        where = f"{path}: models[{index}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: expected a mapping with at least 'name'")
+        _check_keys(entry, MODEL_KEYS, where)
+        if entry.get("name") not in MODEL_NAMES:
+            raise ConfigError(f"{where}: name {entry.get('name')!r} is not one of {list(MODEL_NAMES)}")
+        models.append(
+            ModelEntry(
+                name=entry["name"],
+                label=str(entry.get("label", entry["name"])),
+                config=str(entry.get("config", DEFAULT_MODEL_CONFIG)),
+                overrides=tuple(str(o) for o in entry.get("overrides") or ()),
+                seeds=_int_list(entry["seeds"], f"{where}.seeds") if "seeds" in entry else None,
+            )
+        )
+    labels = [m.label for m in models]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise ConfigError(f"{path}: model label(s) {duplicates} appear twice; give ablations a 'label'")
+
+    naive = tuple(raw.get("naive") or ())
+    for method in naive:
+        if method not in NAIVE_METHODS:
+            raise ConfigError(f"{path}: naive method {method!r} is not one of {list(NAIVE_METHODS)}")
+
+    datasets: list[str] = []
+    dataset_seeds: dict[str, dict[str, tuple[int, ...]]] = {}
+    raw_datasets = raw["datasets"]
+    if isinstance(raw_datasets, list):
+        raw_datasets = {name: {} for name in raw_datasets}
+    if not isinstance(raw_datasets, dict) or not raw_datasets:
+        raise ConfigError(f"{path}: 'datasets' must be a non-empty mapping of dataset -> options")
+    for given, options in raw_datasets.items():
+        where = f"{path}: datasets.{given}"
+        name = _canonical_dataset(str(given), where)
+        options = options or {}
+        _check_keys(options, DATASET_KEYS, where)
+        seeds = {}
+        for label, seed_list in (options.get("seeds") or {}).items():
+            if label not in labels:
+                raise ConfigError(f"{where}.seeds: {label!r} is not a model label of this grid ({labels})")
+            seeds[label] = _int_list(seed_list, f"{where}.seeds.{label}")
+        datasets.append(name)
+        dataset_seeds[name] = seeds
+
+    return LeaderboardGrid(
+        name=str(raw["name"]),
+        path=path,
+        project_root=_project_root(path),
+        horizons=_int_list(raw["horizons"], f"{path}: horizons"),
+        seeds=_int_list(raw.get("seeds", [2021]), f"{path}: seeds"),
+        naive=naive,
+        overrides=tuple(str(o) for o in raw.get("overrides") or ()),
+        models=tuple(models),
+        datasets=tuple(datasets),
+        dataset_seeds=dataset_seeds,
+        trainer=_mapping(raw.get("trainer"), f"{path}: trainer"),
+        description=str(raw.get("description", "")),
+    )

@@ -1,0 +1,110 @@
+"""The report's figures (PNG). matplotlib is imported here only, and pyplot never: each figure is a
+standalone ``Figure`` on an Agg canvas, so plotting touches no global backend state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _save(figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110, metadata={"Software": None})
+    return path
+
+
+def plot_average_mse(averages: Mapping[str, Mapping[str, float]], path: str | Path) -> Path:
+    """Grouped bars: for each dataset, the average test MSE of each model.
+
+    averages: {dataset: {model: mean Avg MSE}}; models missing for a dataset leave a gap.
+    """
+    import numpy as np
+
+    datasets = list(averages)
+    models = list(dict.fromkeys(m for per_model in averages.values() for m in per_model))
+    figure = _figure(max(8.5, 1.3 * len(datasets) + 3.5), 4.0)
+    axes = figure.add_subplot()
+    width = 0.8 / max(1, len(models))
+    positions = np.arange(len(datasets))
+    for k, model in enumerate(models):
+        heights = [averages[d].get(model, np.nan) for d in datasets]
+        axes.bar(positions + (k - (len(models) - 1) / 2) * width, heights, width, label=model)
+    axes.set_xticks(positions, datasets)
+    axes.set_ylabel("average test MSE (z-scale)")
+    axes.set_title("Average test MSE per dataset and model (lower is better)")
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.grid(axis="y", alpha=0.3)
+    return _save(figure, Path(path))
+
+
+def plot_forecast(dataset: str, samples: Mapping[str, str | Path], path: str | Path) -> Path:
+    """Lookback, truth and each model's forecast for the first saved test window, target variate.
+
+    samples: {model: prediction_sample.npz} of the same dataset and horizon (same windows).
+    """
+    import numpy as np
+
+    figure = _figure(9.0, 3.6)
+    axes = figure.add_subplot()
+    truth_drawn = False
+    for model, sample_file in samples.items():
+        with np.load(sample_file, allow_pickle=False) as sample:
+            column = sample["columns"].shape[0] - 1  # the target (OT) is the last model column
+            x, y, pred = sample["x"][0, :, column], sample["y"][0, :, column], sample["pred"][0, :, column]
+            name, start = str(sample["columns"][column]), str(sample["start"][0])
+        steps_in, steps_out = np.arange(-len(x), 0), np.arange(len(y))
+        if not truth_drawn:
+            axes.plot(steps_in, x, color="black", linewidth=1.0, label="lookback")
+            axes.plot(steps_out, y, color="black", linewidth=1.6, label="truth")
+            axes.set_title(f"{dataset}: forecast vs truth, variate {name}, first target step {start}")
+            truth_drawn = True
+        axes.plot(steps_out, pred, linewidth=1.2, label=model)
+    axes.axvline(0, color="grey", linewidth=0.8, linestyle=":")
+    axes.set_xlabel("step relative to the forecast origin")
+    axes.set_ylabel("z-scored value")
+    axes.legend(fontsize="small", ncols=3)
+    return _save(figure, Path(path))
+
+
+def plot_head_metrics(sample_file: str | Path, title: str, path: str | Path) -> Path | None:
+    """Heatmaps of the learned per-head metrics m_i (first DAMCHA layer, averaged over test windows),
+    and of the full cross-head metric M when the sample holds it. None if the sample has no metrics."""
+    import numpy as np
+
+    with np.load(sample_file, allow_pickle=False) as sample:
+        if "head_metrics" not in sample:
+            return None
+        head_metrics = sample["head_metrics"]  # [H, dh, dh]
+        full_metric = sample["full_metric"] if "full_metric" in sample else None
+    n_heads = head_metrics.shape[0]
+    columns = min(n_heads, 4)
+    rows = -(-n_heads // columns) + (1 if full_metric is not None else 0)
+    figure = _figure(2.6 * columns + 1.6, 2.5 * rows + 0.5)
+    figure.suptitle(title)
+    limit = float(np.abs(head_metrics).max()) or 1.0
+    grid = figure.add_gridspec(rows, columns)
+    image = None
+    for head in range(n_heads):
+        axes = figure.add_subplot(grid[head // columns, head % columns])
+        image = axes.imshow(head_metrics[head], cmap="RdBu_r", vmin=-limit, vmax=limit)
+        axes.set_title(f"head {head}: m_{head}", fontsize="small")
+        axes.set_xticks([])
+        axes.set_yticks([])
+    figure.colorbar(image, ax=figure.axes, shrink=0.8)
+    if full_metric is not None:
+        axes = figure.add_subplot(grid[rows - 1, :])
+        full_limit = float(np.abs(full_metric).max()) or 1.0
+        axes.imshow(full_metric, cmap="RdBu_r", vmin=-full_limit, vmax=full_limit)
+        head_width = head_metrics.shape[-1]
+        for boundary in range(1, n_heads):  # block borders: M_ij is the (i, j) dh x dh block
+            axes.axhline(boundary * head_width - 0.5, color="black", linewidth=0.4)
+            axes.axvline(boundary * head_width - 0.5, color="black", linewidth=0.4)
+        axes.set_title("full cross-head metric M (blocks M_ij; m_i = sum_j M_ij)", fontsize="small")
+    return _save(figure, Path(path))

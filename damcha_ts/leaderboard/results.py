@@ -1,0 +1,158 @@
+"""The leaderboard results CSV: one row per finished cell, appended atomically.
+
+Every append rewrites the whole file into a temporary file in the same folder, fsyncs it and
+``os.replace``-s it over the old one, under an exclusive lock. A reader therefore only ever sees the
+old file or the new one, and a process killed at any moment loses at most the row it was writing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import math
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from damcha_ts.errors import DataError
+
+# The issue fixes the first six columns; the rest say how the number was produced.
+RESULT_COLUMNS = (
+    "dataset",
+    "model",
+    "horizon",
+    "seed",
+    "mse",
+    "mae",
+    "config_hash",
+    "epochs_run",
+    "best_epoch",
+    "n_params",
+    "seconds_per_epoch",
+    "wall_seconds",
+    "versions",
+    "hardware",
+    "grid",
+    "timestamp",
+)
+INT_COLUMNS = ("horizon", "seed", "epochs_run", "best_epoch", "n_params")
+FLOAT_COLUMNS = ("mse", "mae", "seconds_per_epoch", "wall_seconds")
+
+CellKey = tuple[str, str, int, int, str]  # dataset, model, horizon, seed, config_hash
+# Prediction samples (for the report's plots) live next to the CSV, one per dataset/model/horizon.
+SAMPLES_DIR = "samples"
+
+
+def cell_key(row: Mapping) -> CellKey:
+    """The identity of a cell: a row with the same key means the cell is finished."""
+    return (str(row["dataset"]), str(row["model"]), int(row["horizon"]), int(row["seed"]), str(row["config_hash"]))
+
+
+def _parse(value: str, column: str):
+    if column in INT_COLUMNS:
+        return int(value) if value != "" else None
+    if column in FLOAT_COLUMNS:
+        return float(value) if value != "" else math.nan
+    return value
+
+
+def read_results(path: str | Path) -> list[dict]:
+    """All rows of a results CSV as dicts with typed values; [] if the file does not exist."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        if tuple(reader.fieldnames or ()) != RESULT_COLUMNS:
+            raise DataError(
+                f"{path}: header {reader.fieldnames} is not the leaderboard header {list(RESULT_COLUMNS)}"
+            )
+        rows = []
+        for line, raw in enumerate(reader, start=2):
+            if None in raw or any(raw[c] is None for c in RESULT_COLUMNS):
+                raise DataError(f"{path}, line {line}: expected {len(RESULT_COLUMNS)} fields")
+            try:
+                rows.append({c: _parse(raw[c], c) for c in RESULT_COLUMNS})
+            except ValueError as exc:
+                raise DataError(f"{path}, line {line}: {exc}") from exc
+    return rows
+
+
+def finished_keys(path: str | Path) -> set[CellKey]:
+    return {cell_key(row) for row in read_results(path)}
+
+
+def sample_path(results_path: str | Path, dataset: str, model: str, horizon: int) -> Path:
+    """Where the report's plots find the prediction sample of a (dataset, model, horizon)."""
+    return Path(results_path).parent / SAMPLES_DIR / f"{dataset}__{model}__H{horizon}.npz"
+
+
+def _format(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "" if math.isnan(value) else repr(value)  # repr keeps every digit
+    return str(value)
+
+
+@contextlib.contextmanager
+def _exclusive_lock(path: Path) -> Iterator[None]:
+    """An advisory lock on the CSV's folder, so two runners never interleave their rewrites.
+
+    The folder, not the file, is locked: ``os.replace`` swaps the file's inode, and a lock file
+    would be one more thing lying next to the committed results.
+    """
+    import fcntl
+
+    descriptor = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing releases the lock
+
+
+def _temporary_files(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(f".{path.name}.*.tmp"))
+
+
+def append_result(path: str | Path, row: Mapping) -> None:
+    """Append one row: write old content + row to a temp file, fsync, then atomically replace."""
+    path = Path(path)
+    missing = [c for c in RESULT_COLUMNS if c not in row]
+    if missing:
+        raise DataError(f"result row for {path} lacks columns {missing}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive_lock(path):
+        # Left-overs of a writer killed between creating and replacing its temp file.
+        for stale in _temporary_files(path):
+            stale.unlink(missing_ok=True)
+        old = path.read_bytes() if path.exists() else b""
+        if old:
+            read_results(path)  # refuse to extend a file that is not a leaderboard CSV
+            if not old.endswith(b"\n"):
+                old += b"\n"
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        if not old:
+            writer.writerow(RESULT_COLUMNS)
+        writer.writerow([_format(row[c]) for c in RESULT_COLUMNS])
+        descriptor, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            os.fchmod(descriptor, 0o644)  # mkstemp makes 0600; results are for everyone to read
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(old + buffer.getvalue().encode("utf-8"))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp_name, path)
+        except BaseException:
+            Path(temp_name).unlink(missing_ok=True)
+            raise
+        # Make the rename itself durable.
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)

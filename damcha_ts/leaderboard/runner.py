@@ -1,0 +1,281 @@
+"""Run a leaderboard grid: resumable, one result row per finished cell, every device used.
+
+Resumption: a cell whose (dataset, model, horizon, seed, config hash) already has a row in the
+results CSV is skipped. A cell interrupted mid-training resumes from its run directory's last
+checkpoint. Rows are appended atomically (``results.append_result``), so a crash or kill loses at
+most the cells in progress.
+
+Devices: on CUDA one worker process per GPU (each pinned with ``CUDA_VISIBLE_DEVICES``) pulls the
+next cell from a shared queue and trains in bf16-mixed (the run configs' ``precision: auto``); the
+parent process alone writes the CSV. On CPU the cells run one at a time in this process with every
+core (or ``OMP_NUM_THREADS`` threads when that is set).
+
+Missing dataset files (Traffic and Electricity are not redistributed here) are reported with the
+file name, where to put it and its sha256; their cells are skipped, the rest of the grid runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from damcha_ts.errors import ChecksumError, DatasetNotFoundError
+from damcha_ts.leaderboard.cells import SAMPLE_FILE, ResolvedCell, resolve_cell, run_cell
+from damcha_ts.leaderboard.grid import LeaderboardGrid
+from damcha_ts.leaderboard.results import append_result, finished_keys, sample_path
+
+
+@dataclass
+class MissingDataset:
+    dataset: str
+    filename: str
+    sha256: str | None
+    cells: int
+    message: str
+
+
+@dataclass
+class LeaderboardRun:
+    """What one invocation did (the CLI prints it, ``--json`` as JSON)."""
+
+    grid: str
+    results: str
+    planned: int = 0  # cells of the grid (after --only-dataset), datasets present or not
+    already_finished: int = 0
+    ran: list[dict] = field(default_factory=list)  # rows written by this invocation
+    failed: list[dict] = field(default_factory=list)  # {"cell": ..., "error": ...}
+    missing_datasets: list[MissingDataset] = field(default_factory=list)
+    remaining: int = 0  # runnable cells still without a row (e.g. after --max-cells)
+
+    def as_dict(self) -> dict:
+        """JSON-ready: NaN (no timing for a resumed run, no epochs for naive rows) becomes None."""
+        return {
+            "grid": self.grid,
+            "results": self.results,
+            "planned": self.planned,
+            "already_finished": self.already_finished,
+            "ran": [{k: None if v != v else v for k, v in row.items()} for row in self.ran],
+            "failed": self.failed,
+            "missing_datasets": [vars(m) for m in self.missing_datasets],
+            "remaining": self.remaining,
+        }
+
+
+def missing_dataset_message(dataset: str, error: Exception, n_cells: int) -> MissingDataset:
+    """A message that says which file is missing (or corrupt) and exactly how to provide it."""
+    from damcha_ts.data import get_spec
+
+    spec = get_spec(dataset)
+    problem = "does not match the registry's checksum" if isinstance(error, ChecksumError) else "is missing"
+    checksum = (f"sha256 of the uncompressed CSV: {spec.sha256} (from the damcha_ts registry)"
+                if spec.sha256 else "the registry records no sha256 for it")
+    message = (
+        f"{dataset}: the data file {spec.filename} {problem}, so its {n_cells} leaderboard cell(s) are "
+        f"skipped (nothing is estimated for them).\n"
+        f"  Provide it: put {spec.filename} (or {spec.filename}.gz) in a folder and set "
+        f"DAMCHA_TS_DATA=/that/folder, or pass --data-dir /that/folder; then rerun the same command "
+        f"(finished cells are kept).\n"
+        f"  Expected: {spec.n_rows} rows x {spec.n_variates} variates (+ date), {checksum}.\n"
+        f"  Source: {', '.join(spec.urls)}\n"
+        f"  Details: {error}"
+    )
+    return MissingDataset(dataset, spec.filename, spec.sha256, n_cells, message)
+
+
+def expected_cells(grid: LeaderboardGrid, runs_dir: str | Path) -> list:
+    """Every cell of the grid with its current config hash, for the report's missing notes."""
+    from damcha_ts.leaderboard.report import ExpectedCell
+
+    cells = []
+    for cell in grid.cells():
+        resolved = resolve_cell(cell, grid, Path(runs_dir))
+        cells.append(ExpectedCell(cell.dataset, cell.model, cell.horizon, cell.seed, resolved.config_hash,
+                                  grid.command(cell.dataset)))
+    return cells
+
+
+def _keep_sample(resolved: ResolvedCell, grid: LeaderboardGrid, results_path: Path) -> None:
+    """Copy the sample of the first seed at the shortest horizon (what the plots show) next to the
+    CSV, so the plots can be redrawn from committed files; run folders are not committed."""
+    cell = resolved.cell
+    if cell.is_naive or cell.horizon != min(grid.horizons):
+        return
+    if cell.seed != grid.seeds_for(cell.dataset, cell.model)[0]:
+        return
+    source = resolved.run_dir / SAMPLE_FILE
+    if source.is_file():
+        target = sample_path(results_path, cell.dataset, cell.model, cell.horizon)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+
+
+def run_leaderboard(
+    grid: LeaderboardGrid,
+    results_path: str | Path,
+    *,
+    runs_dir: str | Path,
+    only_datasets: Sequence[str] = (),
+    max_cells: int | None = None,
+    download: bool = True,
+    log: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True),
+) -> LeaderboardRun:
+    """Run every cell of ``grid`` that has no row in ``results_path`` yet (at most ``max_cells``)."""
+    from damcha_ts.data import locate_dataset
+    from damcha_ts.leaderboard.environment import detect_devices
+
+    results_path, runs_dir = Path(results_path), Path(runs_dir)
+    cells = grid.cells(tuple(only_datasets))
+    summary = LeaderboardRun(grid=grid.relative_path, results=str(results_path), planned=len(cells))
+
+    available = []
+    for dataset in dict.fromkeys(c.dataset for c in cells):
+        try:
+            locate_dataset(dataset, download=download)
+            available.append(dataset)
+        except (DatasetNotFoundError, ChecksumError) as exc:
+            missing = missing_dataset_message(dataset, exc, sum(c.dataset == dataset for c in cells))
+            summary.missing_datasets.append(missing)
+            log(missing.message)
+
+    resolved = [resolve_cell(c, grid, runs_dir) for c in cells if c.dataset in available]
+    done = finished_keys(results_path)
+    pending = [r for r in resolved if r.key not in done]
+    summary.already_finished = len(resolved) - len(pending)
+    todo = pending if max_cells is None else pending[: max(0, max_cells)]
+    log(f"leaderboard {grid.name}: {len(cells)} cells, {summary.already_finished} already in {results_path}, "
+        f"{len(pending)} to run, running {len(todo)} now")
+
+    def record(index: int, item: ResolvedCell, row: dict | None, error: str | None) -> None:
+        prefix = f"[{index + 1}/{len(todo)}] {item.cell.describe()}"
+        if row is None:
+            summary.failed.append({"cell": item.cell.describe(), "error": error})
+            log(f"{prefix}: FAILED\n{error}")
+            return
+        append_result(results_path, row)
+        _keep_sample(item, grid, results_path)
+        summary.ran.append(row)
+        log(f"{prefix}: mse={row['mse']:.4f} mae={row['mae']:.4f} ({row['wall_seconds']:.1f} s)")
+
+    plan = detect_devices()
+    if plan.uses_cuda and todo:
+        slots = [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in plan.gpu_ids]
+        run_in_workers(todo, slots, plan.trainer_kwargs(), record)
+    else:
+        import torch
+
+        # Every core, unless the user pinned a thread count the standard way (OMP_NUM_THREADS).
+        if not os.environ.get("OMP_NUM_THREADS"):
+            torch.set_num_threads(os.cpu_count() or 1)
+        for index, item in enumerate(todo):
+            try:
+                row = run_cell(item, plan.trainer_kwargs())
+            except Exception:  # noqa: BLE001 - one broken cell must not stop the grid
+                record(index, item, None, traceback.format_exc())
+            else:
+                record(index, item, row, None)
+    summary.remaining = len(pending) - len(summary.ran)
+    return summary
+
+
+def _worker(environment: dict, threads: int, trainer_kwargs: dict, tasks, results) -> None:
+    """A worker process: pinned to its device by ``environment`` before torch touches CUDA."""
+    os.environ.update(environment)
+    import torch
+
+    torch.set_num_threads(threads)  # the workers share the CPU cores for data and Python work
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        index, item = task
+        results.put(("started", index, os.getpid()))
+        try:
+            results.put(("done", index, run_cell(item, trainer_kwargs)))
+        except Exception:  # noqa: BLE001 - reported to the parent, which records the failure
+            results.put(("failed", index, traceback.format_exc()))
+
+
+def run_in_workers(
+    todo: Sequence[ResolvedCell],
+    slots: Sequence[dict],
+    trainer_kwargs: dict,
+    record: Callable[[int, ResolvedCell, dict | None, str | None], None],
+) -> None:
+    """Run cells on one worker process per slot (a slot = the environment pinning one device).
+
+    Workers pull cells from a shared queue (the first round goes out round-robin, then whoever
+    finishes first takes the next); only the calling process records results. A worker that dies
+    (e.g. killed by the OOM killer) fails its current cell; the others go on.
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # no CUDA state is inherited across fork
+    tasks, results = context.Queue(), context.Queue()
+    for index, item in enumerate(todo):
+        tasks.put((index, item))
+    workers = []
+    threads = max(1, (os.cpu_count() or 1) // len(slots))
+    for slot in slots:
+        process = context.Process(
+            target=_worker, args=(dict(slot), threads, trainer_kwargs, tasks, results), daemon=True
+        )
+        process.start()
+        workers.append(process)
+        tasks.put(None)  # one stop sign per worker, queued behind the cells
+
+    # A SIGTERM (e.g. from `timeout`) must not leave orphaned workers training on the GPUs.
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous_handler = signal.signal(signal.SIGTERM, _exit_on_sigterm) if in_main_thread else None
+    completed = False
+    try:
+        _collect(todo, workers, results, record)
+        completed = True
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous_handler)
+        for process in workers:
+            if completed:
+                process.join(timeout=30)  # each worker stops at its stop sign
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=30)
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _collect(todo, workers, results, record) -> None:
+    """Record each worker message until every cell is done or failed."""
+    import queue
+
+    running: dict[int, int] = {}  # pid -> cell index
+    outstanding = set(range(len(todo)))
+    while outstanding:
+        try:
+            kind, index, payload = results.get(timeout=5.0)
+        except queue.Empty:
+            alive = {p.pid for p in workers if p.is_alive()}
+            for pid, index in list(running.items()):
+                if pid not in alive:
+                    del running[pid]
+                    outstanding.discard(index)
+                    record(index, todo[index], None, f"worker process {pid} died while running this cell")
+            if not alive and outstanding:
+                for index in sorted(outstanding):
+                    record(index, todo[index], None, "no worker process left to run this cell")
+                outstanding.clear()
+            continue
+        if kind == "started":
+            running[payload] = index
+            continue
+        running = {pid: i for pid, i in running.items() if i != index}
+        outstanding.discard(index)
+        record(index, todo[index], payload if kind == "done" else None, payload if kind == "failed" else None)

@@ -1,0 +1,205 @@
+"""LEADERBOARD.md from a CSV: every number checked against an independent NumPy calculation."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from damcha_ts.leaderboard.published import load_published
+from damcha_ts.leaderboard.report import ExpectedCell, build_report, write_report
+from damcha_ts.leaderboard.results import append_result, read_results
+
+HORIZONS = (96, 192, 336, 720)
+CURRENT = "cafe00000000"
+
+
+def _row(dataset, model, horizon, seed, mse, mae, config_hash=CURRENT):
+    return {
+        "dataset": dataset, "model": model, "horizon": horizon, "seed": seed, "mse": float(mse),
+        "mae": float(mae), "config_hash": config_hash, "epochs_run": 3, "best_epoch": 1, "n_params": 10,
+        "seconds_per_epoch": 1.0, "wall_seconds": 3.0, "versions": "v", "hardware": "h",
+        "grid": "configs/leaderboard/ett.yaml", "timestamp": "2026-01-01T00:00:00+00:00",
+    }
+
+
+@pytest.fixture(scope="module")
+def scenario():
+    """Rows with gaps: 3 seeds (one missing H=720 for DAMCHA), a half-run Gateformer, a stale row."""
+    rng = np.random.default_rng(5)
+    published = load_published()
+    rows, expected = [], []
+    values = {}  # (dataset, model, horizon, seed) -> (mse, mae) of the row the report must use
+
+    def add(dataset, model, horizon, seed, offset, expect=True, run=True):
+        if expect:
+            command = f"damcha-ts leaderboard --config configs/leaderboard/ett.yaml --only-dataset {dataset}"
+            expected.append(ExpectedCell(dataset, model, horizon, seed, CURRENT, command))
+        if not run:
+            return
+        base_mse = published.value(dataset, "iTransformer", horizon, "mse")
+        base_mae = published.value(dataset, "iTransformer", horizon, "mae")
+        mse = base_mse + offset + rng.normal(0, 0.004)
+        mae = base_mae + offset / 2 + rng.normal(0, 0.004)
+        rows.append(_row(dataset, model, horizon, seed, mse, mae))
+        values[(dataset, model, horizon, seed)] = (mse, mae)
+
+    for horizon in HORIZONS:
+        for seed in (2023, 2024, 2025):
+            add("ETTh1", "itransformer_mha", horizon, seed, 0.008)
+            add("ETTh1", "itransformer_damcha", horizon, seed, -0.004, run=not (seed == 2025 and horizon == 720))
+        add("ETTh1", "gateformer_mha", horizon, 2021, 0.02, run=horizon in (96, 192))
+        add("ETTh1", "repeat_last", horizon, 0, 0.5)
+        add("ETTh2", "itransformer_mha", horizon, 2023, 0.03)
+        add("Weather", "itransformer_mha", horizon, 2023, 0.0, run=False)
+    # A later row of a finished cell with another config hash: the current-config row must win.
+    rows.append(_row("ETTh1", "itransformer_mha", 96, 2023, 9.0, 9.0, config_hash="0ld0ld0ld0ld"))
+    return rows, expected, values
+
+
+def _section(report: str, title: str) -> str:
+    start = report.index(f"\n## {title}\n")
+    end = report.find("\n## ", start + 1)
+    return report[start : end if end != -1 else None]
+
+
+def _table(section: str, caption: str) -> tuple[list[str], dict[str, list[str]]]:
+    lines = section[section.index(caption):].splitlines()[2:]
+    table = []
+    for line in lines:  # the table right under the caption, up to the first non-table line
+        if not line.startswith("|"):
+            break
+        table.append(line)
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    body = {}
+    for line in table[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        body[cells[0]] = cells[1:]
+    return header[1:], body
+
+
+def _value(cell: str) -> float | None:
+    match = re.match(r"^\**([0-9.]+)", cell)
+    return float(match.group(1)) if match else None
+
+
+def _expected_text(values: list[float], wanted: int) -> str:
+    mean = np.mean(values)
+    text = f"{mean:.3f}" if len(values) == 1 else f"{mean:.3f} ± {np.std(values, ddof=1):.3f}"
+    return text + (f" ({len(values)}/{wanted} seeds)" if len(values) < wanted else "")
+
+
+@pytest.mark.parametrize("metric", ["mse", "mae"])
+def test_mean_std_and_avg_match_an_independent_calculation(scenario, metric):
+    rows, expected, values = scenario
+    report = build_report(rows, results_name="leaderboard.csv", expected=expected)
+    header, body = _table(_section(report, "ETTh1"), f"**{metric.upper()}**")
+    index = 0 if metric == "mse" else 1
+    seeds_wanted = {"itransformer_mha": 3, "itransformer_damcha": 3, "gateformer_mha": 1, "repeat_last": 1}
+    for model, wanted in seeds_wanted.items():
+        column = header.index(model)
+        per_seed = {}
+        for horizon in HORIZONS:
+            found = {s: v[index] for (d, m, h, s), v in values.items() if (d, m, h) == ("ETTh1", model, horizon)}
+            cell = body[str(horizon)][column].replace("**", "")
+            if not found:
+                assert cell == "missing"
+                continue
+            assert cell == _expected_text(list(found.values()), wanted), (model, horizon)
+            for seed, value in found.items():
+                per_seed.setdefault(seed, {})[horizon] = value
+        complete = [np.mean(list(h.values())) for h in per_seed.values() if len(h) == len(HORIZONS)]
+        avg_cell = body["Avg"][column].replace("**", "")
+        assert avg_cell == (_expected_text(complete, wanted) if complete else "missing"), model
+    # Published columns sit beside ours, as transcribed.
+    published = load_published()
+    column = header.index("iTransformer (published)")
+    assert _value(body["96"][column]) == published.value("ETTh1", "iTransformer", 96, metric)
+    assert _value(body["Avg"][column]) == published.value("ETTh1", "iTransformer", "avg", metric)
+
+
+def test_best_value_of_each_row_is_bold(scenario):
+    rows, expected, _ = scenario
+    report = build_report(rows, results_name="leaderboard.csv", expected=expected)
+    for metric in ("MSE", "MAE"):
+        _, body = _table(_section(report, "ETTh1"), f"**{metric}**")
+        for label, cells in body.items():
+            numbers = [(round(_value(c), 3), c.startswith("**")) for c in cells if _value(c) is not None]
+            best = min(v for v, _ in numbers)
+            assert [bold for _, bold in numbers] == [v == best for v, _ in numbers], (metric, label, cells)
+
+
+def test_missing_cells_are_listed_and_never_filled(scenario):
+    rows, expected, _ = scenario
+    report = build_report(rows, results_name="leaderboard.csv", expected=expected)
+    etth1 = _section(report, "ETTh1")
+    assert "- gateformer_mha: H=336 seed 2021, H=720 seed 2021" in etth1
+    assert "- itransformer_damcha: H=720 seed 2025" in etth1
+    weather = _section(report, "Weather")
+    _, body = _table(weather, "**MSE**")
+    assert all(cells[0] == "missing" for cells in body.values())
+    assert "- itransformer_mha: H=96 seed 2023, H=192 seed 2023, H=336 seed 2023, H=720 seed 2023" in weather
+    assert "Reproduce: `damcha-ts leaderboard --config configs/leaderboard/ett.yaml --only-dataset ETTh1`" in etth1
+
+
+def test_row_of_the_current_config_wins_over_a_later_stale_row(scenario):
+    rows, expected, values = scenario
+    report = build_report(rows, results_name="leaderboard.csv", expected=expected)
+    assert "1 CSV row(s) are not shown" in report
+    assert "9.000" not in report
+    # Without the grid's hashes the latest row is used instead.
+    header, body = _table(_section(build_report(rows, results_name="leaderboard.csv"), "ETTh1"), "**MSE**")
+    latest = [9.0 if s == 2023 else v[0] for (d, m, h, s), v in values.items()
+              if (d, m, h) == ("ETTh1", "itransformer_mha", 96)]
+    assert body["96"][header.index("itransformer_mha")] == _expected_text(latest, 0)
+
+
+def test_damcha_vs_mha_summary_and_parity(scenario):
+    rows, expected, values = scenario
+    report = build_report(rows, results_name="leaderboard.csv", expected=expected)
+    changes, wins, losses = [], 0, 0
+    def seed_mean(model, horizon):
+        return np.mean([v[0] for (d, m, h, _), v in values.items() if (d, m, h) == ("ETTh1", model, horizon)])
+
+    for horizon in HORIZONS:
+        mha, dam = seed_mean("itransformer_mha", horizon), seed_mean("itransformer_damcha", horizon)
+        changes.append(100 * (dam - mha) / mha)
+        wins += dam < mha
+        losses += dam > mha
+    summary = _section(report, "Summary")
+    line = next(line for line in summary.splitlines() if line.startswith("| iTransformer |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1:6] == ["4", str(wins), str(losses), "0", f"{np.mean(changes):+.2f} %"]
+    gateformer = next(line for line in summary.splitlines() if line.startswith("| Gateformer |"))
+    assert "| 0 | 0 | 0 | 0 | missing |" in gateformer
+
+    published = load_published()
+    for dataset in ("ETTh1", "ETTh2"):
+        per_seed = {}
+        for (d, m, h, s), v in values.items():
+            if (d, m) == (dataset, "itransformer_mha"):
+                per_seed.setdefault(s, []).append(v[0])
+        ours = np.mean([np.mean(v) for v in per_seed.values()])
+        difference = ours - published.value(dataset, "iTransformer", "avg", "mse")
+        verdict = "yes" if abs(difference) <= 0.015 else "**NO**"
+        parity = next(line for line in summary.splitlines()
+                      if line.startswith(f"| {dataset} |") and line.count("|") == 6)
+        assert parity.endswith(f"| {difference:+.3f} | {verdict} |"), parity
+    assert "| ETTm1 | missing | 0.407 | – | not run yet |" in summary
+
+
+def test_write_report_regenerates_from_the_csv_file(tmp_path, scenario):
+    rows, expected, _ = scenario
+    csv_path = tmp_path / "leaderboard.csv"
+    for row in rows:
+        append_result(csv_path, row)
+    (tmp_path / "FINDINGS.md").write_text("DAMCHA with a 64-wide generator did better on ETTh1.\n")
+    report_path = write_report(csv_path, tmp_path / "LEADERBOARD.md", expected=expected,
+                               results_name="leaderboard.csv")
+    text = report_path.read_text()
+    assert text == build_report(read_results(csv_path), results_name="leaderboard.csv", expected=expected,
+                                plots={"average_mse": "plots/average_mse.png"},
+                                findings="DAMCHA with a 64-wide generator did better on ETTh1.\n")
+    assert "## Findings" in text and "64-wide generator" in text
+    assert (tmp_path / "plots" / "average_mse.png").stat().st_size > 1000

@@ -1,0 +1,96 @@
+"""The results CSV: typed round trip, atomic appends, refusal of foreign files."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+
+import pytest
+
+from damcha_ts.errors import DataError
+from damcha_ts.leaderboard import results as results_module
+from damcha_ts.leaderboard.results import RESULT_COLUMNS, append_result, cell_key, finished_keys, read_results
+
+
+def make_row(model="itransformer_mha", horizon=96, seed=1, mse=0.4, **extra):
+    row = {
+        "dataset": "ETTh1", "model": model, "horizon": horizon, "seed": seed, "mse": mse, "mae": 0.41,
+        "config_hash": "abc123", "epochs_run": 4, "best_epoch": 1, "n_params": 1234,
+        "seconds_per_epoch": 1.5, "wall_seconds": 7.25, "versions": "python=3.11 torch=2",
+        "hardware": "cpu=x, threads=2", "grid": "configs/leaderboard/ett.yaml",
+        "timestamp": "2026-01-01T00:00:00+00:00",
+    }
+    row.update(extra)
+    return row
+
+
+def test_first_columns_are_the_issue_columns():
+    assert RESULT_COLUMNS[:6] == ("dataset", "model", "horizon", "seed", "mse", "mae")
+
+
+def test_append_and_read_round_trip(tmp_path):
+    path = tmp_path / "out" / "leaderboard.csv"
+    first = make_row(mse=0.1 + 0.2)  # a float whose repr has 17 digits
+    second = make_row(model="repeat_last", seed=0, best_epoch=None, seconds_per_epoch=math.nan)
+    append_result(path, first)
+    append_result(path, second)
+    rows = read_results(path)
+    assert len(rows) == 2
+    assert rows[0] == first  # every digit survives
+    assert rows[1]["best_epoch"] is None and math.isnan(rows[1]["seconds_per_epoch"])
+    with path.open(newline="") as handle:
+        assert next(csv.reader(handle)) == list(RESULT_COLUMNS)
+    assert finished_keys(path) == {cell_key(first), cell_key(second)}
+    assert not list(tmp_path.glob("out/.leaderboard.csv.*.tmp"))
+
+
+def test_a_write_that_dies_before_the_rename_leaves_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "leaderboard.csv"
+    append_result(path, make_row(seed=1))
+    before = path.read_bytes()
+
+    def crash(*args, **kwargs):
+        raise OSError("simulated crash between writing the temp file and the rename")
+
+    monkeypatch.setattr(results_module.os, "replace", crash)
+    with pytest.raises(OSError, match="simulated crash"):
+        append_result(path, make_row(seed=2))
+    assert path.read_bytes() == before
+    assert not list(tmp_path.glob(".leaderboard.csv.*.tmp"))
+
+
+def test_left_over_temp_files_are_removed_by_the_next_append(tmp_path):
+    path = tmp_path / "leaderboard.csv"
+    stale = tmp_path / ".leaderboard.csv.killed.tmp"
+    stale.write_text("half a file")
+    append_result(path, make_row())
+    assert not stale.exists()
+    assert len(read_results(path)) == 1
+
+
+def test_foreign_csv_is_refused_with_its_name(tmp_path):
+    path = tmp_path / "other.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(DataError, match="other.csv"):
+        read_results(path)
+    with pytest.raises(DataError, match="other.csv"):
+        append_result(path, make_row())
+    assert path.read_text() == "a,b\n1,2\n"
+
+
+def test_truncated_line_is_reported_with_its_line_number(tmp_path):
+    path = tmp_path / "leaderboard.csv"
+    append_result(path, make_row())
+    with path.open("a") as handle:
+        handle.write("ETTh1,itransformer_mha,96\n")
+    with pytest.raises(DataError, match="line 3"):
+        read_results(path)
+
+
+def test_row_without_a_column_is_refused(tmp_path):
+    row = make_row()
+    del row["hardware"]
+    with pytest.raises(DataError, match="hardware"):
+        append_result(tmp_path / "leaderboard.csv", row)
+    assert not os.path.exists(tmp_path / "leaderboard.csv")

@@ -1,0 +1,222 @@
+"""The leaderboard runner on real cells (configs/leaderboard/smoke.yaml: ETTh1, tiny models).
+
+Covers: a rerun skips finished cells; SIGKILL mid-cell loses only that cell and the CSV stays valid,
+the rerun resumes it from its last checkpoint; a missing dataset file is reported and skipped; the
+per-device worker pool (the CUDA path) runs cells in spawned processes and reports failures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from damcha_ts.cli.main import main
+from damcha_ts.data import get_spec, locate_dataset
+from damcha_ts.leaderboard.cells import ResolvedCell, resolve_cell, run_cell
+from damcha_ts.leaderboard.grid import Cell, load_grid
+from damcha_ts.leaderboard.results import cell_key, read_results
+from damcha_ts.leaderboard.runner import run_in_workers
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "configs" / "leaderboard" / "smoke.yaml"
+TRAFFIC = ROOT / "configs" / "leaderboard" / "traffic.yaml"
+ELECTRICITY = ROOT / "configs" / "leaderboard" / "electricity.yaml"
+
+
+@pytest.fixture
+def one_thread(monkeypatch):
+    """The runner keeps torch's thread count when OMP_NUM_THREADS is set; one thread is fastest for
+    these tiny models on a shared 2-core machine."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _naive_reference(dataset: str, method: str, seq_len: int, pred_len: int) -> tuple[float, float]:
+    """repeat_last / window_mean test MSE, MAE straight from the CSV, one window at a time."""
+    frame = pd.read_csv(locate_dataset(dataset, download=False)).drop(columns="date")
+    values = frame.to_numpy(dtype=np.float64)[: 12 * 30 * 24 + 8 * 30 * 24]
+    train = values[: 12 * 30 * 24]
+    scaled = (values - train.mean(0)) / train.std(0)  # population std, train rows only
+    test = scaled[12 * 30 * 24 + 4 * 30 * 24 - seq_len :]
+    squared, absolute, count = 0.0, 0.0, 0
+    for start in range(len(test) - seq_len - pred_len + 1):
+        lookback = test[start : start + seq_len]
+        level = lookback[-1] if method == "repeat_last" else lookback.mean(0)
+        error = test[start + seq_len : start + seq_len + pred_len] - level
+        squared += float((error**2).sum())
+        absolute += float(np.abs(error).sum())
+        count += error.size
+    return squared / count, absolute / count
+
+
+def _run_cli(args: list[str], capsys) -> tuple[int, dict]:
+    code = main(["leaderboard", *args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_rerun_skips_finished_cells_and_rows_trace_to_runs(tmp_path, capsys, one_thread):
+    results, runs = tmp_path / "results" / "leaderboard.csv", tmp_path / "runs"
+    args = ["--config", str(SMOKE), "--results", str(results), "--runs-dir", str(runs)]
+
+    code, first = _run_cli([*args, "--max-cells", "3"], capsys)
+    assert code == 0 and first["planned"] == 4
+    assert len(first["ran"]) == 3 and first["remaining"] == 1 and first["already_finished"] == 0
+    after_first = results.read_bytes()
+
+    code, second = _run_cli(args, capsys)
+    assert code == 0 and second["already_finished"] == 3 and len(second["ran"]) == 1
+    assert second["ran"][0]["model"] == "itransformer_damcha"
+    assert results.read_bytes().startswith(after_first)  # finished rows untouched
+
+    code, third = _run_cli(args, capsys)
+    assert code == 0 and third["ran"] == [] and third["already_finished"] == 4 and third["remaining"] == 0
+
+    rows = read_results(results)
+    assert len(rows) == 4 and len({cell_key(r) for r in rows}) == 4
+    by_model = {row["model"]: row for row in rows}
+    for method in ("repeat_last", "window_mean"):
+        mse, mae = _naive_reference("ETTh1", method, 96, 96)
+        assert by_model[method]["mse"] == pytest.approx(mse, rel=1e-9)
+        assert by_model[method]["mae"] == pytest.approx(mae, rel=1e-9)
+    for model in ("itransformer_mha", "itransformer_damcha"):
+        row = by_model[model]
+        (run_dir,) = (runs / "smoke" / "ETTh1" / model / "H96").glob(f"seed7-{row['config_hash']}")
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        assert (row["mse"], row["mae"], row["n_params"]) == (metrics["mse"], metrics["mae"], metrics["n_params"])
+        assert metrics["test_windows"] == 2785  # every ETTh1 test window at L=96, H=96
+        assert row["epochs_run"] == 2 and row["best_epoch"] in (0, 1)
+        assert "torch=" in row["versions"] and "threads=" in row["hardware"]
+
+    report = (results.parent / "LEADERBOARD.md").read_text()
+    assert "## ETTh1" in report and "configs/leaderboard/smoke.yaml --only-dataset ETTh1" in report
+    for png in ("average_mse.png", "forecast_ETTh1.png", "head_metrics_ETTh1_itransformer_damcha.png"):
+        assert (results.parent / "plots" / png).stat().st_size > 1000
+    sample = np.load(results.parent / "samples" / "ETTh1__itransformer_damcha__H96.npz")
+    assert sample["pred"].shape == (4, 96, 7) and sample["head_metrics"].shape == (2, 8, 8)
+
+
+def _one_cell_grid(folder: Path) -> Path:
+    """smoke.yaml cut down to one naive and one neural cell, so the kill test trains little."""
+    import yaml
+
+    grid = yaml.safe_load(SMOKE.read_text())
+    grid["naive"] = ["window_mean"]
+    grid["models"] = [{"name": "itransformer_mha", "config": str(ROOT / "configs/itransformer_mha/etth1.yaml")}]
+    path = folder / "one_cell.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    return path
+
+
+def test_sigkill_mid_cell_loses_only_that_cell(tmp_path):
+    results, runs = tmp_path / "leaderboard.csv", tmp_path / "runs"
+    command = [sys.executable, "-m", "damcha_ts.cli.main", "leaderboard", "--config", str(_one_cell_grid(tmp_path)),
+               "--results", str(results), "--runs-dir", str(runs)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pattern = "smoke/ETTh1/itransformer_mha/H96/*/checkpoints/last.ckpt"
+    killed_at, deadline, last_size = None, time.monotonic() + 240, -1
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            found = list(runs.glob(pattern))
+            if found:
+                size = found[0].stat().st_size
+                if size == last_size and size > 0:  # epoch 1 saved: kill inside epoch 2
+                    process.send_signal(signal.SIGKILL)
+                    killed_at = found[0]
+                    break
+                last_size = size
+            time.sleep(0.01)
+    finally:
+        if process.poll() is None and killed_at is None:
+            process.kill()
+        process.wait(timeout=60)
+    assert killed_at is not None, "the run finished before its cell could be killed mid-way"
+    assert process.returncode == -signal.SIGKILL
+
+    rows = read_results(results)  # still a valid leaderboard CSV: the naive row, not the killed cell
+    assert [row["model"] for row in rows] == ["window_mean"]
+
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"Restoring states from the checkpoint path at {killed_at}" in rerun.stderr
+    final = read_results(results)
+    assert final[:1] == rows and [row["model"] for row in final] == ["window_mean", "itransformer_mha"]
+    assert final[1]["epochs_run"] == 2
+    assert not list(tmp_path.glob(".leaderboard.csv.*.tmp"))
+
+
+def test_missing_dataset_files_are_named_with_how_to_provide_them(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DAMCHA_TS_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("DAMCHA_TS_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "empty").mkdir()
+    results = tmp_path / "leaderboard.csv"
+    code = main(["leaderboard", "--config", str(TRAFFIC), "--config", str(ELECTRICITY), "--results", str(results),
+                 "--runs-dir", str(tmp_path / "runs"), "--no-download", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0
+    outcome = json.loads(captured.out)
+    assert outcome["ran"] == [] and outcome["failed"] == [] and outcome["remaining"] == 0
+    missing = {m["dataset"]: m for m in outcome["missing_datasets"]}
+    assert sorted(missing) == ["Electricity", "Traffic"]
+    for dataset, filename, shape in (("Traffic", "traffic.csv", "17544 rows x 862 variates"),
+                                     ("Electricity", "electricity.csv", "26304 rows x 321 variates")):
+        assert (missing[dataset]["filename"], missing[dataset]["cells"]) == (filename, 16)
+        message = missing[dataset]["message"]
+        for text in (filename, "DAMCHA_TS_DATA", "--data-dir", get_spec(dataset).sha256, shape):
+            assert text in message and text in captured.err
+    assert read_results(results) == []
+    report = (tmp_path / "LEADERBOARD.md").read_text()
+    for dataset, filename in (("Traffic", "traffic.csv"), ("Electricity", "electricity.csv")):
+        assert f"## {dataset}" in report and f"Data: `{filename}` was not found" in report
+    assert "- itransformer_damcha: H=96 seed 2023, H=192 seed 2023, H=336 seed 2023, H=720 seed 2023" in report
+
+
+def test_worker_pool_runs_cells_in_spawned_processes(tmp_path):
+    """The CUDA path (one process per device) with two CPU "devices": rows match an in-process
+    run, and a broken cell is reported as failed without stopping the others."""
+    grid = load_grid(SMOKE)
+    naive = [resolve_cell(c, grid, tmp_path) for c in grid.cells() if c.is_naive][:1]
+    broken = ResolvedCell(
+        Cell("ETTh1", "repeat_last", 96, 0, naive_method="repeat_last"),
+        {"naive": "repeat_last", "data": {"dataset": str(tmp_path / "absent.csv"), "seq_len": 96, "pred_len": 96}},
+        "broken", None, grid.relative_path, {},
+    )
+    recorded = {}
+
+    def record(index, item, row, error):
+        recorded[index] = (row, error)
+
+    slots = [{"CUDA_VISIBLE_DEVICES": ""}, {"CUDA_VISIBLE_DEVICES": ""}]
+    run_in_workers([*naive, broken], slots, {"accelerator": "cpu", "devices": 1}, record)
+    assert sorted(recorded) == [0, 1]
+    for index, item in enumerate(naive):
+        row, error = recorded[index]
+        assert error is None
+        local = run_cell(item, {"accelerator": "cpu", "devices": 1})
+        assert (row["model"], row["mse"], row["mae"]) == (local["model"], local["mse"], local["mae"])
+    row, error = recorded[1]
+    assert row is None and "absent.csv" in error
+
+
+def test_bad_arguments_are_named(tmp_path, capsys):
+    base = ["leaderboard", "--config", str(SMOKE), "--results", str(tmp_path / "r.csv"), "--runs-dir", str(tmp_path)]
+    assert main([*base, "--only-dataset", "Weather"]) == 2
+    assert "--only-dataset Weather" in capsys.readouterr().err
+    assert main([*base, "--only-dataset", "ETTh9"]) == 2
+    assert "ETTh1" in capsys.readouterr().err  # the registry suggests the close name
+    assert main([*base, "--max-cells", "-1"]) == 2
+    assert "--max-cells" in capsys.readouterr().err
+    assert not (tmp_path / "r.csv").exists()
