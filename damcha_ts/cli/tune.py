@@ -1,0 +1,125 @@
+"""``damcha-ts tune``: an Optuna study over a run config (see :mod:`damcha_ts.tuning`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "tune",
+        help="tune hyperparameters with Optuna (pruning, resume, many workers)",
+        description=(
+            "Run or resume an Optuna study: TPE sampling, median/Hyperband pruning on val_loss, "
+            "objective = best validation MSE (the test split is used once, for the best config, "
+            "after the study). Rerunning the same command resumes the study and adds --n-trials."
+        ),
+    )
+    parser.add_argument("--config", required=True, help="base run config (YAML path or shipped name)")
+    parser.add_argument("--search", required=True, help="search file (configs/search/NAME.yaml or a path)")
+    parser.add_argument(
+        "--n-trials", type=int, required=True, metavar="N", help="COMPLETE+PRUNED trials to add"
+    )
+    parser.add_argument(
+        "--storage",
+        help="sqlite:///file.db, postgresql://user@host/db, journal:///file.log, or a .db/.log path "
+        "(default: OUT/study.db). Point many machines at one database URL to share a study.",
+    )
+    parser.add_argument("--study-name", help="default: the search file's study_name or its stem")
+    parser.add_argument(
+        "--workers", type=int, default=1, metavar="K", help="worker processes on this machine"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override the base config for every trial, e.g. --set training.max_epochs=5 "
+        "(repeatable; values are YAML), as in fit",
+    )
+    parser.add_argument("--horizon", type=int, help="forecast horizon (picks per-horizon sections)")
+    parser.add_argument("--out", help="study folder (default: runs/tune/STUDY_NAME)")
+    parser.add_argument("--no-test", action="store_true", help="skip testing the best config")
+    parser.add_argument(
+        "--compare-default",
+        action="store_true",
+        help="also train and test the base config, and compare it with the tuned one in the report",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object with the outcome")
+    parser.set_defaults(func=run)
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces this run (written into the report)."""
+    parts = [
+        "damcha-ts",
+        "tune",
+        "--config",
+        args.config,
+        "--search",
+        args.search,
+        "--n-trials",
+        str(args.n_trials),
+    ]
+    for flag, value in (
+        ("--storage", args.storage),
+        ("--study-name", args.study_name),
+        ("--horizon", args.horizon),
+        ("--out", args.out),
+    ):
+        if value is not None:
+            parts += [flag, str(value)]
+    if args.workers != 1:
+        parts += ["--workers", str(args.workers)]
+    for override in args.overrides:
+        parts += ["--set", override]
+    parts += [
+        flag for flag, on in (("--no-test", args.no_test), ("--compare-default", args.compare_default)) if on
+    ]
+    return shlex.join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    from damcha_ts.tuning.study import run_study, stdout_to_stderr
+
+    with stdout_to_stderr():  # keep stdout for the --json object
+        result = run_study(
+            args.config,
+            args.search,
+            n_trials=args.n_trials,
+            storage=args.storage,
+            study_name=args.study_name,
+            workers=args.workers,
+            overrides=args.overrides,
+            horizon=args.horizon,
+            out_dir=args.out,
+            evaluate_test=not args.no_test,
+            compare_default=args.compare_default,
+            command=command_line(args),
+        )
+    if args.json:
+        print(json.dumps(result.to_json(), default=str))
+    else:
+        print(
+            f"study {result.study_name}: {result.n_trials} trials ({result.n_complete} complete, "
+            f"{result.n_pruned} pruned, {result.n_failed} failed)"
+        )
+        if result.best_trial is not None:
+            print(f"best: trial {result.best_trial}, val MSE {result.best_value:.6f}, {result.best_params}")
+            print(f"best config: {result.best_config}")
+        if result.tuned:
+            print(f"test of the best config: MSE {result.tuned['mse']:.4f}, MAE {result.tuned['mae']:.4f}")
+        print(f"report: {result.report}")
+    failed_workers = [code for code in result.worker_exit_codes if code != 0]
+    if failed_workers:
+        print(
+            f"damcha-ts tune: {len(failed_workers)} worker(s) failed; rerun the command to add the "
+            "missing trials",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -1,0 +1,280 @@
+"""After a study: the best config as a ready run-config YAML, and a markdown report with plots.
+
+Plots are drawn with matplotlib directly (imported here, lazily): optimisation history, parameter
+importances (PED-ANOVA, which needs nothing beyond Optuna; fANOVA would need scikit-learn) and
+the per-epoch validation losses that the pruner saw.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from damcha_ts.tuning.space import SearchSpec
+    from damcha_ts.tuning.study import StudyResult
+
+REPORT_FILE = "report.md"
+HISTORY_PNG = "optimization_history.png"
+IMPORTANCES_PNG = "param_importances.png"
+INTERMEDIATE_PNG = "intermediate_values.png"
+_TOP_TRIALS = 15
+
+
+def export_best_config(trial, path: str | Path, *, study_name: str) -> Path:
+    """Write the trial's resolved run config as YAML, loadable by ``fit`` and the leaderboard."""
+    import yaml
+
+    path = Path(path)
+    config = trial.user_attrs["config"]
+    searched = ", ".join(f"{k}={v}" for k, v in trial.params.items())
+    header = (
+        f"# Best config of Optuna study {study_name!r}: trial {trial.number}, "
+        f"validation MSE {trial.value:.6f}.\n"
+        f"# Searched: {searched}\n"
+        "# A complete run config: pass it to `damcha-ts fit --config` or to the leaderboard.\n"
+    )
+    path.write_text(header + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def param_importances(study) -> tuple[dict[str, float], str | None]:
+    """PED-ANOVA importances of the searched parameters, or ({}, why not)."""
+    import warnings
+
+    import optuna
+    from optuna.trial import TrialState
+
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if len(complete) < 2:
+        return {}, f"needs at least 2 complete trials (have {len(complete)})"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            values = optuna.importance.get_param_importances(
+                study, evaluator=optuna.importance.PedAnovaImportanceEvaluator()
+            )
+    except (ValueError, RuntimeError, ZeroDivisionError) as exc:
+        return {}, f"could not be computed: {exc}"
+    return dict(values), None
+
+
+def _plot_history(trials, path: Path) -> None:
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    from optuna.trial import TrialState
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
+    pruned = [t for t in trials if t.state == TrialState.PRUNED and t.intermediate_values]
+    if complete:
+        ax.scatter(
+            [t.number for t in complete], [t.value for t in complete], label="complete", color="tab:blue"
+        )
+        ordered = sorted(complete, key=lambda t: t.number)
+        best, best_so_far = math.inf, []
+        for t in ordered:
+            best = min(best, t.value)
+            best_so_far.append(best)
+        ax.step(
+            [t.number for t in ordered], best_so_far, where="post", color="tab:green", label="best so far"
+        )
+    if pruned:
+        ax.scatter(
+            [t.number for t in pruned],
+            [t.intermediate_values[max(t.intermediate_values)] for t in pruned],
+            marker="x",
+            color="tab:gray",
+            label="pruned (last val_loss)",
+        )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("trial")
+    ax.set_ylabel("validation MSE")
+    ax.set_title("Optimisation history")
+    if complete or pruned:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _plot_intermediate(trials, best_number: int | None, path: Path) -> None:
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    from optuna.trial import TrialState
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colors = {TrialState.COMPLETE: "tab:blue", TrialState.PRUNED: "tab:red"}
+    labelled = set()
+    for t in trials:
+        if not t.intermediate_values:
+            continue
+        epochs = sorted(t.intermediate_values)
+        state = t.state if t.state in colors else None
+        label = None
+        if state is not None and state not in labelled:
+            label = state.name.lower()
+            labelled.add(state)
+        ax.plot(
+            epochs,
+            [t.intermediate_values[e] for e in epochs],
+            color=colors.get(state, "tab:gray"),
+            alpha=0.5,
+            marker=".",
+            label=label,
+        )
+        if t.number == best_number:
+            ax.plot(
+                epochs,
+                [t.intermediate_values[e] for e in epochs],
+                color="black",
+                linewidth=2,
+                label=f"best (trial {t.number})",
+            )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("val_loss (reported to the pruner)")
+    ax.set_title("Intermediate values")
+    if labelled:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _plot_importances(importances: dict[str, float], why_not: str | None, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.5 * len(importances) + 1)))
+    if importances:
+        names = list(importances)[::-1]
+        ax.barh(names, [importances[n] for n in names], color="tab:blue")
+        ax.set_xlabel("importance (PED-ANOVA, normalised)")
+    else:
+        ax.text(0.5, 0.5, f"Parameter importances {why_not}", ha="center", va="center", wrap=True)
+        ax.set_axis_off()
+    ax.set_title("Parameter importances")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _format(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def write_report(
+    study, search: SearchSpec, result: StudyResult, out_dir: str | Path, *, command: str | None = None
+) -> Path:
+    """Write ``report.md`` and its three PNG plots into ``out_dir``; returns the report path."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never open a window
+    import yaml
+    from optuna.trial import TrialState
+
+    out_dir = Path(out_dir)
+    trials = study.get_trials(deepcopy=False)
+    importances, why_not = param_importances(study)
+    _plot_history(trials, out_dir / HISTORY_PNG)
+    _plot_intermediate(trials, result.best_trial, out_dir / INTERMEDIATE_PNG)
+    _plot_importances(importances, why_not, out_dir / IMPORTANCES_PNG)
+
+    pruner = ", ".join(f"{k}={v}" for k, v in search.pruner_arguments.items())
+    lines = [
+        f"# Optuna study `{result.study_name}`",
+        "",
+        *([f"Command: `{command}`", ""] if command else []),
+        f"- storage: `{result.storage}`",
+        "- objective: best validation MSE (`val_loss`, z-scored scale); the study never sees the "
+        "test split, which is used once, for the best config, after the study",
+        f"- sampler: TPE (multivariate, constant liar, seed {search.sampler_seed}, "
+        f"{search.n_startup_trials} start-up trials); pruner: {search.pruner_type}"
+        + (f" ({pruner})" if pruner else ""),
+        *(
+            [f"- Lightning arguments of every run: `{dict(search.trainer_kwargs)}`"]
+            if search.trainer_kwargs
+            else []
+        ),
+        "",
+        "| trials | complete | pruned | failed | running |",
+        "|---|---|---|---|---|",
+        f"| {result.n_trials} | {result.n_complete} | {result.n_pruned} | {result.n_failed} | {result.n_running} |",
+        "",
+    ]
+    if result.best_trial is not None:
+        lines += [
+            "## Best trial",
+            "",
+            f"Trial {result.best_trial}: validation MSE **{result.best_value:.6f}**. "
+            f"Its full run config: [`{Path(result.best_config).name}`]({Path(result.best_config).name}).",
+            "",
+            "| parameter | value |",
+            "|---|---|",
+            *[f"| `{k}` | {_format(v)} |" for k, v in result.best_params.items()],
+            "",
+        ]
+    else:
+        lines += ["No trial completed yet, so there is no best config.", ""]
+    if result.tuned or result.default:
+        lines += [
+            "## Tuned vs default config (each trained once more, then tested once)",
+            "",
+            "| config | val MSE | test MSE | test MAE | epochs run | parameters |",
+            "|---|---|---|---|---|---|",
+        ]
+        for label, metrics in (
+            ("tuned (best trial)", result.tuned),
+            ("default (base config)", result.default),
+        ):
+            if metrics:
+                lines.append(
+                    f"| {label} | {metrics['val_mse']:.4f} | {metrics['mse']:.4f} | {metrics['mae']:.4f} | "
+                    f"{metrics['epochs_run']} | {metrics['n_params']:,} |"
+                )
+        lines.append("")
+    lines += [
+        "## Plots",
+        "",
+        f"![optimisation history]({HISTORY_PNG})",
+        "",
+        f"![intermediate values]({INTERMEDIATE_PNG})",
+        "",
+        f"![parameter importances]({IMPORTANCES_PNG})",
+        "",
+        "## Parameter importances (PED-ANOVA)",
+        "",
+    ]
+    if importances:
+        lines += ["| parameter | importance |", "|---|---|"]
+        lines += [f"| `{k}` | {v:.3f} |" for k, v in importances.items()]
+    else:
+        lines.append(f"Not available: {why_not}.")
+    ranked = sorted(
+        (t for t in trials if t.state == TrialState.COMPLETE and t.value is not None), key=lambda t: t.value
+    )[:_TOP_TRIALS]
+    lines += [
+        "",
+        f"## Best {len(ranked)} complete trials",
+        "",
+        "| trial | val MSE | epochs | parameters |",
+        "|---|---|---|---|",
+    ]
+    for t in ranked:
+        params = ", ".join(f"`{k}`={_format(v)}" for k, v in t.params.items())
+        lines.append(f"| {t.number} | {t.value:.6f} | {t.user_attrs.get('epochs_run', '')} | {params} |")
+    lines += [
+        "",
+        "## Search space",
+        "",
+        "```yaml",
+        yaml.safe_dump({"space": search.raw.get("space")}, sort_keys=False, default_flow_style=None).rstrip(),
+        "```",
+        "",
+    ]
+    path = out_dir / REPORT_FILE
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path

@@ -1,0 +1,380 @@
+"""Search-space files: what an Optuna study varies, and how it samples, prunes and stores.
+
+A search file is YAML data (``configs/search/*.yaml``)::
+
+    study_name: itransformer_damcha_etth1   # optional; default: the file's stem
+    sampler: {seed: 0, n_startup_trials: 8}  # TPE, always multivariate with a constant liar
+    pruner: {type: median, n_startup_trials: 4, n_warmup_steps: 1}   # or {type: hyperband, ...}
+    storage: {heartbeat_interval: 60, grace_period: 180, max_retry: 2}   # RDB storages only
+    trainer: {limit_train_batches: 50}       # Lightning Trainer arguments for every run
+    space:
+      training.learning_rate: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}
+      model.e_layers: {type: int, low: 1, high: 4}
+      model.name: {type: categorical, choices: [itransformer_mha, itransformer_damcha]}
+      model.generator_hidden:                # only sampled when the condition holds
+        type: categorical
+        choices: [[256, 512], [128]]
+        when: {model.name: itransformer_damcha}
+
+Every key of ``space`` is a dotted path ``section.key`` of a run config; a trial's values are
+applied like ``--set`` overrides (:func:`damcha_ts.training.load_run_config`). Parameters are
+sampled in file order, and ``when`` reads the resolved base config plus the values sampled before,
+so a condition may test a fixed base value or an earlier parameter. A ``when`` value that is a
+list means "any of these".
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from damcha_ts.errors import ConfigError
+
+PARAM_TYPES = ("float", "int", "categorical")
+PRUNER_TYPES = ("median", "hyperband")
+# Keyword arguments each pruner accepts from the file (the rest of Optuna's are left at defaults).
+_PRUNER_ARGUMENTS = {
+    "median": ("n_startup_trials", "n_warmup_steps", "interval_steps", "n_min_trials"),
+    "hyperband": ("min_resource", "max_resource", "reduction_factor"),
+}
+_FILE_KEYS = ("study_name", "sampler", "pruner", "storage", "trainer", "space")
+_SAMPLER_KEYS = ("seed", "n_startup_trials")
+_STORAGE_KEYS = ("heartbeat_interval", "grace_period", "max_retry")
+_PARAM_KEYS = ("type", "low", "high", "log", "step", "choices", "when")
+
+
+def get_path(config: Mapping, path: str) -> Any:
+    """``get_path(config, "model.d_model")`` -> ``config["model"]["d_model"]`` (KeyError if absent)."""
+    node: Any = config
+    for part in path.split("."):
+        node = node[part]
+    return node
+
+
+def set_path(config: dict, path: str, value: Any) -> None:
+    """Set ``config["model"]["d_model"]`` from ``"model.d_model"``, creating missing sections."""
+    *parents, last = path.split(".")
+    node = config
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+
+
+def _plain(value: Any) -> Any:
+    """Tuples become lists, so YAML/JSON values compare equal to config values."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One searched hyperparameter.
+
+    ``choices`` may hold lists (e.g. generator widths); Optuna only stores scalars, so such a
+    choice is given to Optuna as its JSON text and decoded again by :meth:`decode`.
+    """
+
+    path: str
+    type: str
+    low: float | int | None = None
+    high: float | int | None = None
+    log: bool = False
+    step: float | int | None = None
+    choices: tuple = ()
+    when: tuple[tuple[str, tuple], ...] = ()  # (config path, allowed values), all must hold
+
+    @property
+    def encoded_choices(self) -> tuple:
+        return tuple(json.dumps(c) if isinstance(c, list) else c for c in self.choices)
+
+    def decode(self, stored: Any) -> Any:
+        """The config value for a value Optuna stored for this parameter."""
+        if self.type == "categorical" and any(isinstance(c, list) for c in self.choices):
+            if isinstance(stored, str) and stored.startswith("["):
+                return json.loads(stored)
+        return stored
+
+    def is_active(self, config: Mapping) -> bool:
+        for path, allowed in self.when:
+            try:
+                current = _plain(get_path(config, path))
+            except (KeyError, TypeError):
+                return False
+            if current not in allowed:
+                return False
+        return True
+
+    def suggest(self, trial) -> Any:
+        """Ask the trial for a value (an ``optuna.Trial`` or ``optuna.trial.FixedTrial``)."""
+        if self.type == "float":
+            return trial.suggest_float(self.path, self.low, self.high, log=self.log, step=self.step)
+        if self.type == "int":
+            return trial.suggest_int(self.path, self.low, self.high, log=self.log, step=self.step or 1)
+        return self.decode(trial.suggest_categorical(self.path, self.encoded_choices))
+
+    def extreme_values(self) -> list:
+        """Values that together exercise the whole range (for checking paths before a study)."""
+        if self.type == "categorical":
+            return list(self.choices)
+        return [self.low, self.high]
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """A parsed search file (see the module docstring for the format)."""
+
+    source: str
+    params: tuple[ParamSpec, ...]
+    study_name: str
+    sampler_seed: int = 0
+    n_startup_trials: int = 10
+    pruner_type: str = "median"
+    pruner_arguments: Mapping[str, Any] = field(default_factory=dict)
+    heartbeat_interval: int = 60
+    grace_period: int = 180
+    max_retry: int = 2
+    trainer_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    raw: Mapping[str, Any] = field(default_factory=dict)  # the file's data, to hand to workers
+
+    def make_sampler(self, seed: int | None = None):
+        """TPE over the joint space; the constant liar keeps parallel workers apart."""
+        import optuna
+
+        return optuna.samplers.TPESampler(
+            seed=self.sampler_seed if seed is None else seed,
+            n_startup_trials=self.n_startup_trials,
+            multivariate=True,
+            constant_liar=True,
+        )
+
+    def make_pruner(self):
+        import optuna
+
+        if self.pruner_type == "median":
+            return optuna.pruners.MedianPruner(**self.pruner_arguments)
+        return optuna.pruners.HyperbandPruner(**self.pruner_arguments)
+
+    def sample(self, trial, base_config: Mapping) -> dict[str, Any]:
+        """Sample the active parameters for ``trial``; returns ``{path: value}`` in file order.
+
+        ``base_config`` (the resolved base run config) is only read, by the ``when`` conditions,
+        together with the values sampled before each parameter. List choices come back as lists.
+        """
+        view = copy.deepcopy(dict(base_config))
+        values: dict[str, Any] = {}
+        for param in self.params:
+            if not param.is_active(view):
+                continue
+            value = param.suggest(trial)
+            set_path(view, param.path, value)
+            values[param.path] = value
+        return values
+
+    def check_against(self, resolve: Callable[[Mapping[str, Any]], dict]) -> None:
+        """Fail early, naming the file and parameter, when a path or value is not a valid config.
+
+        ``resolve(values)`` returns the run config with ``values`` (``{path: value}``) applied
+        (:meth:`damcha_ts.tuning.objective.BaseConfig.resolve`). Each parameter's extreme values
+        are resolved one at a time, and each must survive resolution: a key the resolver dropped
+        or rewrote would make searching it a no-op.
+        """
+        for param in self.params:
+            for value in param.extreme_values():
+                try:
+                    resolved = resolve({param.path: value})
+                except ConfigError as exc:
+                    raise ConfigError(f"{self.source}: space.{param.path}={value!r}: {exc}") from exc
+                try:
+                    kept = _plain(get_path(resolved, param.path))
+                except KeyError:
+                    kept = None
+                if kept != _plain(value):
+                    raise ConfigError(
+                        f"{self.source}: space.{param.path}: the resolved config does not keep "
+                        f"the value {value!r} (got {kept!r}), so searching it would change nothing"
+                    )
+
+
+def as_overrides(values: Mapping[str, Any]) -> list[str]:
+    """``{"model.d_model": 64}`` -> ``["model.d_model=64"]``, for ``load_run_config(overrides=...)``.
+
+    Trial values go through the config loader as overrides (not into a resolved dict) so that
+    they apply before defaults are filled in: a searched ``model.name`` then re-derives the
+    attention switch instead of contradicting the base config's. JSON text is valid YAML.
+    """
+    return [f"{path}={json.dumps(value)}" for path, value in values.items()]
+
+
+def _check_keys(where: str, values: Mapping, valid: tuple[str, ...]) -> None:
+    for key in values:
+        if key not in valid:
+            raise ConfigError(f"{where}: unknown key {key!r} (valid keys: {', '.join(valid)})")
+
+
+def _number(where: str, value: Any, *, integer: bool = False) -> float | int:
+    # YAML 1.1 reads "1e-4" (no dot) as a string; accept it as a number here.
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ConfigError(f"{where}={value!r} is not a number") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where}={value!r} is not a finite number")
+    if integer:
+        if float(value) != int(value):
+            raise ConfigError(f"{where}={value!r} is not an integer")
+        return int(value)
+    return float(value)
+
+
+def _parse_param(source: str, path: str, body: Any) -> ParamSpec:
+    where = f"{source}: space.{path}"
+    if not isinstance(path, str) or len(path.split(".")) != 2 or not all(path.split(".")):
+        raise ConfigError(f"{where}: a parameter name must be section.key, e.g. model.d_model")
+    if not isinstance(body, Mapping):
+        raise ConfigError(f"{where}: must be a mapping with a 'type' (one of {', '.join(PARAM_TYPES)})")
+    _check_keys(where, body, _PARAM_KEYS)
+    kind = body.get("type")
+    if kind not in PARAM_TYPES:
+        raise ConfigError(f"{where}.type={kind!r} is not one of {', '.join(PARAM_TYPES)}")
+
+    when_raw = body.get("when") or {}
+    if not isinstance(when_raw, Mapping):
+        raise ConfigError(f"{where}.when must map config paths to a value or a list of values")
+    when = []
+    for condition_path, allowed in when_raw.items():
+        if condition_path == path:
+            raise ConfigError(f"{where}.when: a parameter cannot depend on itself")
+        if len(str(condition_path).split(".")) != 2:
+            raise ConfigError(f"{where}.when: {condition_path!r} must be section.key")
+        allowed_values = allowed if isinstance(allowed, list) else [allowed]
+        when.append((str(condition_path), tuple(_plain(v) for v in allowed_values)))
+
+    if kind == "categorical":
+        for key in ("low", "high", "log", "step"):
+            if key in body:
+                raise ConfigError(f"{where}: {key!r} does not apply to a categorical parameter")
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise ConfigError(f"{where}.choices must be a non-empty list")
+        for choice in choices:
+            if isinstance(choice, Mapping):
+                raise ConfigError(f"{where}.choices: {choice!r}: a choice may be a scalar or a list")
+        plain = [_plain(c) for c in choices]
+        if len({json.dumps(c) for c in plain}) != len(plain):
+            raise ConfigError(f"{where}.choices has duplicates: {choices}")
+        return ParamSpec(path=path, type=kind, choices=tuple(plain), when=tuple(when))
+
+    if "choices" in body:
+        raise ConfigError(f"{where}: 'choices' only applies to type categorical")
+    integer = kind == "int"
+    if "low" not in body or "high" not in body:
+        raise ConfigError(f"{where}: type {kind} needs 'low' and 'high'")
+    low = _number(f"{where}.low", body["low"], integer=integer)
+    high = _number(f"{where}.high", body["high"], integer=integer)
+    if not low < high:
+        raise ConfigError(f"{where}: low={low} must be smaller than high={high}")
+    log = body.get("log", False)
+    if not isinstance(log, bool):
+        raise ConfigError(f"{where}.log must be true or false")
+    if log and low <= 0:
+        raise ConfigError(f"{where}: log scale needs low > 0, got {low}")
+    step = body.get("step")
+    if step is not None:
+        step = _number(f"{where}.step", step, integer=integer)
+        if step <= 0:
+            raise ConfigError(f"{where}.step must be > 0")
+        if log:
+            raise ConfigError(f"{where}: 'step' cannot be combined with log scale")
+    return ParamSpec(path=path, type=kind, low=low, high=high, log=log, step=step, when=tuple(when))
+
+
+def parse_search_spec(data: Mapping, *, source: str = "search", default_name: str = "study") -> SearchSpec:
+    """Build a :class:`SearchSpec` from the data of a search file (already YAML-loaded)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: a search file must be a mapping with a 'space' section")
+    _check_keys(source, data, _FILE_KEYS)
+    space = data.get("space")
+    if not isinstance(space, Mapping) or not space:
+        raise ConfigError(f"{source}: 'space' must map config paths (section.key) to parameters")
+    params = [_parse_param(source, path, body) for path, body in space.items()]
+    names = [p.path for p in params]
+    for index, param in enumerate(params):
+        for condition_path, _ in param.when:
+            if condition_path in names[index + 1 :]:
+                # Sampling goes in file order, so the condition would read the base value.
+                raise ConfigError(
+                    f"{source}: space.{param.path}.when uses {condition_path}, which is sampled "
+                    "later; list it above"
+                )
+
+    sampler = data.get("sampler") or {}
+    _check_keys(f"{source}: sampler", sampler, _SAMPLER_KEYS)
+    pruner = dict(data.get("pruner") or {"type": "median"})
+    pruner_type = pruner.pop("type", "median")
+    if pruner_type not in PRUNER_TYPES:
+        raise ConfigError(f"{source}: pruner.type={pruner_type!r} is not one of {', '.join(PRUNER_TYPES)}")
+    _check_keys(f"{source}: pruner ({pruner_type})", pruner, _PRUNER_ARGUMENTS[pruner_type])
+    for key, value in pruner.items():
+        if not (pruner_type == "hyperband" and key == "max_resource" and value == "auto"):
+            pruner[key] = _number(f"{source}: pruner.{key}", value, integer=True)
+    storage = data.get("storage") or {}
+    _check_keys(f"{source}: storage", storage, _STORAGE_KEYS)
+    trainer = data.get("trainer") or {}
+    if not isinstance(trainer, Mapping):
+        raise ConfigError(f"{source}: 'trainer' must be a mapping of Lightning Trainer arguments")
+    for reserved in ("callbacks", "logger", "default_root_dir"):
+        if reserved in trainer:
+            raise ConfigError(f"{source}: trainer.{reserved} is set by the study itself")
+
+    heartbeat = _number(
+        f"{source}: storage.heartbeat_interval", storage.get("heartbeat_interval", 60), integer=True
+    )
+    grace = _number(
+        f"{source}: storage.grace_period", storage.get("grace_period", 3 * heartbeat), integer=True
+    )
+    if heartbeat < 1 or grace <= heartbeat:
+        raise ConfigError(
+            f"{source}: storage needs heartbeat_interval >= 1 and grace_period > heartbeat_interval "
+            f"(got {heartbeat} and {grace})"
+        )
+    return SearchSpec(
+        source=source,
+        params=tuple(params),
+        study_name=str(data.get("study_name") or default_name),
+        sampler_seed=_number(f"{source}: sampler.seed", sampler.get("seed", 0), integer=True),
+        n_startup_trials=_number(
+            f"{source}: sampler.n_startup_trials", sampler.get("n_startup_trials", 10), integer=True
+        ),
+        pruner_type=pruner_type,
+        pruner_arguments=pruner,
+        heartbeat_interval=heartbeat,
+        grace_period=grace,
+        max_retry=_number(f"{source}: storage.max_retry", storage.get("max_retry", 2), integer=True),
+        trainer_kwargs=dict(trainer),
+        raw=copy.deepcopy(dict(data)),
+    )
+
+
+def load_search_spec(path: str | Path) -> SearchSpec:
+    """Read and check a search file (``configs/search/NAME.yaml`` or any path)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        shipped = Path(__file__).resolve().parents[2] / "configs" / "search" / f"{path}.yaml"
+        if not path.suffix and shipped.is_file():
+            path = shipped
+        else:
+            raise ConfigError(f"search file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_search_spec(data, source=str(path), default_name=path.stem)

@@ -1,0 +1,109 @@
+"""Where a study lives: a SQLite file, any SQLAlchemy database URL, or a journal file.
+
+- no storage given -> ``sqlite:///<out_dir>/study.db`` (embedded, nothing to start);
+- ``sqlite:///...``, ``postgresql://...``, ``mysql+pymysql://...`` -> :class:`optuna.storages.RDBStorage`
+  with heartbeats, so the trial of a killed worker is marked FAILED and queued again;
+- ``journal:///abs/path.log``, ``journal://rel/path.log`` or a plain path ending in ``.log`` ->
+  :class:`optuna.storages.JournalStorage` (for NFS without a database server; Optuna has no
+  heartbeat for it, so a killed worker's trial stays RUNNING there);
+- a plain path ending in ``.db``, ``.sqlite`` or ``.sqlite3`` -> that SQLite file.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from damcha_ts.errors import ConfigError
+
+JOURNAL_PREFIX = "journal://"
+_SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+# SQLite waits this long for a lock instead of failing at once when workers write together.
+_SQLITE_LOCK_TIMEOUT_S = 120
+
+
+def resolve_storage_url(storage: str | Path | None, out_dir: str | Path) -> str:
+    """The canonical storage URL for a ``--storage`` value (relative paths become absolute)."""
+    if storage is None or str(storage) == "":
+        return f"sqlite:///{(Path(out_dir) / 'study.db').resolve()}"
+    text = str(storage)
+    if text.startswith(JOURNAL_PREFIX):
+        rest = text[len(JOURNAL_PREFIX) :]
+        if not rest:
+            raise ConfigError(f"--storage {text!r}: give the journal file, e.g. journal:///tmp/study.log")
+        return JOURNAL_PREFIX + str(Path(rest).resolve())
+    if "://" in text:
+        return text
+    path = Path(text)
+    if path.suffix == ".log":
+        return JOURNAL_PREFIX + str(path.resolve())
+    if path.suffix in _SQLITE_SUFFIXES:
+        return f"sqlite:///{path.resolve()}"
+    raise ConfigError(
+        f"--storage {text!r} is neither a database URL (sqlite:///study.db, postgresql://...) "
+        "nor a file ending in .db/.sqlite (SQLite) or .log (journal)"
+    )
+
+
+def is_journal(url: str) -> bool:
+    return url.startswith(JOURNAL_PREFIX)
+
+
+def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_retry: int):
+    """An Optuna storage for a URL from :func:`resolve_storage_url`.
+
+    RDB storages get a heartbeat: a worker's trial whose heartbeat is older than ``grace_period``
+    seconds is marked FAILED by the next worker that starts a trial, and queued again (up to
+    ``max_retry`` times) with the same parameters.
+    """
+    import optuna
+
+    if is_journal(url):
+        from optuna.storages.journal import JournalFileBackend
+
+        path = Path(url[len(JOURNAL_PREFIX) :])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+
+    engine_kwargs = {}
+    if url.startswith("sqlite:"):
+        Path(url.split(":///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+        engine_kwargs = {"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S}}
+    else:
+        engine_kwargs = {"pool_pre_ping": True}  # a long trial may outlive an idle connection
+    # Optuna 4.9 renamed the retry callback and its argument; support both spellings.
+    retry_class = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if retry_class is not None:
+            callback = {"heartbeat_stale_trial_callback": retry_class(max_retry=max_retry)}
+        else:
+            callback = {
+                "failed_trial_callback": optuna.storages.RetryFailedTrialCallback(max_retry=max_retry)
+            }
+        try:
+            return optuna.storages.RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=heartbeat_interval,
+                grace_period=grace_period,
+                **callback,
+            )
+        except ImportError as exc:
+            raise ConfigError(
+                f"storage {url!r} needs a database driver that is not installed: {exc}"
+            ) from exc
+
+
+def retried_trial_number(trial) -> int | None:
+    """The number of the killed trial that ``trial`` re-runs, or None."""
+    return trial.system_attrs.get("failed_trial")
+
+
+def display_url(url: str) -> str:
+    """The URL with any password hidden, for logs and reports."""
+    if is_journal(url) or "@" not in url:
+        return url
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)

@@ -1,0 +1,422 @@
+"""Run an Optuna study over run configs: workers, resume, export, test once, report.
+
+Flow of :func:`run_study` (what ``damcha-ts tune`` calls):
+
+1. resolve the base config (``--config`` + ``--set``) and check every search path against it;
+2. create or load the study (``load_if_exists``: the same command resumes and adds trials);
+3. run ``n_trials`` new trials, split across ``workers`` processes that share the storage; each
+   worker stops after its own share of COMPLETE + PRUNED trials, so together they add exactly
+   ``n_trials`` (Optuna's ``MaxTrialsCallback`` counts the whole study, which on a database shared
+   by several machines would stop one machine's workers early because of another's trials);
+4. export the best trial's config as a ready run config, test it once, and write the report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from damcha_ts.errors import ConfigError
+from damcha_ts.tuning.space import SearchSpec, load_search_spec, parse_search_spec
+from damcha_ts.tuning.storage import display_url, open_storage, resolve_storage_url
+
+DEFAULT_OUT_ROOT = Path("runs") / "tune"
+BEST_CONFIG_FILE = "best_config.yaml"
+SUMMARY_FILE = "summary.json"
+WORKERS_DIR = "workers"
+# Study attributes that pin what a stored study means, so a rerun cannot silently mix setups.
+_PINNED_ATTRS = ("base_config_hash", "search_hash")
+
+
+@dataclass
+class StudyResult:
+    """What a study run leaves behind (``--json`` prints :meth:`to_json`)."""
+
+    study_name: str
+    storage: str
+    out_dir: str
+    n_trials: int
+    n_complete: int
+    n_pruned: int
+    n_failed: int
+    n_running: int
+    best_value: float | None
+    best_params: dict
+    best_trial: int | None
+    best_config: str | None = None
+    report: str | None = None
+    tuned: dict | None = None  # the best config retrained: val_mse, test mse/mae, ...
+    default: dict | None = None  # the base config, trained the same way (--compare-default)
+    worker_exit_codes: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def log(message: str) -> None:
+    print(f"[tune] {message}", file=sys.stderr, flush=True)
+
+
+def split_trials(n_trials: int, workers: int) -> list[int]:
+    """Each worker's share of ``n_trials``: as equal as possible, summing to ``n_trials``."""
+    return [n_trials // workers + (1 if i < n_trials % workers else 0) for i in range(workers)]
+
+
+def worker_seed(base_seed: int, launch: int, index: int) -> int:
+    """A sampler seed per (launch, worker): workers of one launch, and a resumed launch, must not
+    replay the same random start-up samples, yet a rerun of the same history is reproducible."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([base_seed, launch, index]).generate_state(1)[0])
+
+
+def _hash(data: Any) -> str:
+    from damcha_ts.training import config_hash
+
+    return config_hash(json.loads(json.dumps(data, default=str)))
+
+
+class WorkerQuota:
+    """Optimize callback: stop this worker after ``share`` COMPLETE/PRUNED trials.
+
+    Failed trials (a diverged run, a caught runtime error) do not count toward the share, so the
+    worker replaces them, up to ``share`` failures; then it gives up rather than loop forever.
+    """
+
+    def __init__(self, share: int) -> None:
+        self.share = share
+        self.finished = 0
+        self.failed = 0
+
+    def __call__(self, study, trial) -> None:
+        from optuna.trial import TrialState
+
+        if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
+            self.finished += 1
+        elif trial.state == TrialState.FAIL:
+            self.failed += 1
+        if self.finished >= self.share or self.failed > self.share:
+            study.stop()
+
+
+def _trial_line(study, trial) -> None:
+    from optuna.trial import TrialState
+
+    params = ", ".join(f"{k}={v}" for k, v in trial.params.items())
+    if trial.state == TrialState.COMPLETE:
+        outcome = f"val_mse={trial.value:.6f}"
+    elif trial.state == TrialState.PRUNED:
+        last = max(trial.intermediate_values) if trial.intermediate_values else -1
+        outcome = f"pruned after epoch {last}"
+    else:
+        outcome = trial.state.name
+    seconds = (
+        (trial.datetime_complete - trial.datetime_start).total_seconds() if trial.datetime_complete else 0.0
+    )
+    log(f"trial {trial.number} {outcome} in {seconds:.1f} s ({params})")
+
+
+def run_worker(spec: Mapping[str, Any], index: int) -> dict:
+    """Run one worker's share of trials against the study's storage (in this process).
+
+    ``spec`` is what :func:`run_study` hands its workers (JSON data, so a worker can be a separate
+    process or machine): study name, storage URL, out_dir, base config source, search file data,
+    Lightning arguments, the launch number and each worker's share.
+    """
+    import optuna
+
+    search = parse_search_spec(spec["search"], source=spec["search_source"])
+    share = int(spec["shares"][index])
+    if share <= 0:
+        return {"finished": 0, "failed": 0}
+    storage = open_storage(
+        spec["storage"],
+        heartbeat_interval=search.heartbeat_interval,
+        grace_period=search.grace_period,
+        max_retry=search.max_retry,
+    )
+    study = optuna.load_study(
+        study_name=spec["study_name"],
+        storage=storage,
+        sampler=search.make_sampler(worker_seed(search.sampler_seed, spec["launch"], index)),
+        pruner=search.make_pruner(),
+    )
+    from damcha_ts.tuning.objective import BaseConfig, TrialObjective
+
+    base = BaseConfig(spec["config"]["source"], spec["config"]["horizon"], tuple(spec["config"]["overrides"]))
+    objective = TrialObjective(base, search, spec["out_dir"], trainer_kwargs=spec.get("trainer_kwargs"))
+    quota = WorkerQuota(share)
+    study.optimize(
+        objective,
+        n_trials=None,  # the quota stops the loop; n_trials would count failed trials too
+        callbacks=[quota, _trial_line],
+        # A numerical error, or an invalid combination of values (d_model not divisible by
+        # n_heads), fails that trial only; every single value was checked before the study.
+        catch=(RuntimeError, ConfigError),
+        gc_after_trial=True,
+    )
+    return {"finished": quota.finished, "failed": quota.failed}
+
+
+def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
+    """Start ``workers`` worker processes on ``spec`` and wait for them; returns exit codes."""
+    folder = out_dir / WORKERS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    tag = f"{spec['launch']:05d}_{os.getpid()}"
+    spec_path = folder / f"spec_{tag}.json"
+    spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
+    env = dict(os.environ)
+    # Each worker trains on its share of the cores instead of all of them fighting for every core.
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    procs = []
+    for index in range(workers):
+        log_path = folder / f"worker_{tag}_{index}.log"
+        with open(log_path, "w", encoding="utf-8") as log_file:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "damcha_ts.tuning.worker", str(spec_path), str(index)],
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                )
+            )
+    log(f"{workers} workers started (pids {', '.join(str(p.pid) for p in procs)}); logs in {folder}")
+    try:
+        codes = [proc.wait() for proc in procs]
+    except KeyboardInterrupt:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait()
+        raise
+    for index, code in enumerate(codes):
+        if code != 0:
+            log(f"worker {index} exited with code {code}; see {folder / f'worker_{tag}_{index}.log'}")
+    return codes
+
+
+def evaluate_config(
+    config: Mapping, out_dir: Path, *, trainer_kwargs: Mapping | None, progress: bool = False
+) -> dict:
+    """Train ``config`` once and test it; reuse the result when the same run is already on disk."""
+    from damcha_ts.training import config_hash, load_run_config, run_experiment
+
+    resolved = load_run_config(config)
+    key = {"config_hash": config_hash(resolved), "trainer_kwargs": dict(trainer_kwargs or {})}
+    record_path = out_dir / "evaluation.json"
+    if record_path.is_file():
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        if record.get("key") == json.loads(json.dumps(key, default=str)):
+            return record["metrics"]
+    result = run_experiment(
+        resolved, out_dir, evaluate_test=True, trainer_kwargs=dict(trainer_kwargs or {}), progress=progress
+    )
+    metrics = {
+        "val_mse": result["best_val_loss"],
+        **{
+            k: result[k]
+            for k in ("mse", "mae", "mse_inverse", "mae_inverse", "epochs_run", "best_epoch", "n_params")
+        },
+        "config_hash": result["config_hash"],
+        "out_dir": str(out_dir),
+    }
+    record_path.write_text(
+        json.dumps({"key": key, "metrics": metrics}, indent=2, default=str), encoding="utf-8"
+    )
+    return metrics
+
+
+def decoded_params(search: SearchSpec, params: Mapping[str, Any]) -> dict:
+    """Trial parameters as config values (list choices back from their JSON text)."""
+    by_path = {p.path: p for p in search.params}
+    return {k: by_path[k].decode(v) if k in by_path else v for k, v in params.items()}
+
+
+def open_study(name: str, url: str, spec: SearchSpec, pins: Mapping[str, str]):
+    """Create or load the study, and refuse to resume it under another setup.
+
+    ``pins`` (hashes of the base config and of the search space + trainer arguments) are stored on
+    a new study and compared on every later launch, so a rerun never mixes incomparable trials.
+    A killed worker's trial from an earlier launch is marked FAILED (and queued again) here.
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = open_storage(
+        url,
+        heartbeat_interval=spec.heartbeat_interval,
+        grace_period=spec.grace_period,
+        max_retry=spec.max_retry,
+    )
+    study = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        direction="minimize",
+        load_if_exists=True,
+        sampler=spec.make_sampler(),
+        pruner=spec.make_pruner(),
+    )
+    for key in _PINNED_ATTRS:
+        stored = study.user_attrs.get(key)
+        if stored is None:
+            study.set_user_attr(key, pins[key])
+        elif stored != pins[key]:
+            what = (
+                "base config (--config/--set/--horizon)"
+                if key == "base_config_hash"
+                else "search space or trainer arguments"
+            )
+            raise ConfigError(
+                f"study {name!r} in {display_url(url)} was created with another {what}; "
+                "resume with the same one or pick a new --study-name"
+            )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    return study
+
+
+def run_study(
+    config: str | Path | Mapping,
+    search: str | Path | SearchSpec,
+    *,
+    n_trials: int,
+    storage: str | None = None,
+    study_name: str | None = None,
+    workers: int = 1,
+    overrides: Sequence[str] = (),
+    horizon: int | None = None,
+    out_dir: str | Path | None = None,
+    trainer_kwargs: Mapping | None = None,
+    evaluate_test: bool = True,
+    compare_default: bool = False,
+    command: str | None = None,
+) -> StudyResult:
+    """Run (or resume) a study and add ``n_trials`` COMPLETE/PRUNED trials to it.
+
+    Args:
+        config: the base run config (a YAML path, a shipped config name, or a dict).
+        search: a search file (path or name under ``configs/search``) or a parsed spec.
+        n_trials: trials this call adds (a rerun of the same call resumes and adds as many again).
+        storage: a database URL or file (see :mod:`damcha_ts.tuning.storage`); default SQLite in
+            ``out_dir``. Point several machines at one database URL to share a study.
+        study_name: default: the search file's ``study_name`` or stem.
+        workers: worker processes on this machine (1 runs in this process).
+        overrides: ``section.key=value`` applied to the base config (as ``fit --set``).
+        horizon: picks the config's per-horizon section.
+        out_dir: study folder; default ``runs/tune/<study_name>``.
+        trainer_kwargs: extra ``L.Trainer`` arguments for every run (over the file's ``trainer``).
+        evaluate_test: retrain the best config once and test it (the study itself never tests).
+        compare_default: also train and test the base config, for the report.
+        command: the command line, written into the report.
+    """
+    from damcha_ts.tuning.objective import BaseConfig, jsonable
+
+    if n_trials < 0 or workers < 1:
+        raise ConfigError(f"--n-trials must be >= 0 and --workers >= 1 (got {n_trials}, {workers})")
+    spec = search if isinstance(search, SearchSpec) else load_search_spec(search)
+    base = BaseConfig.of(config, horizon, overrides)
+    base_config = base.resolve()
+    spec.check_against(base.resolve)
+    name = study_name or spec.study_name
+    out_dir = (Path(out_dir) if out_dir is not None else DEFAULT_OUT_ROOT / name).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    url = resolve_storage_url(storage, out_dir)
+    run_trainer_kwargs = {**spec.trainer_kwargs, **(trainer_kwargs or {})}
+
+    pins = {
+        "base_config_hash": _hash(base_config),
+        "search_hash": _hash({"space": spec.raw.get("space"), "trainer": run_trainer_kwargs}),
+    }
+    study = open_study(name, url, spec, pins)
+    if "base_config" not in study.user_attrs:  # for whoever inspects the study (optuna-dashboard)
+        study.set_user_attr("base_config", jsonable(base_config))
+
+    launch = len(study.get_trials(deepcopy=False))
+    worker_spec = {
+        "study_name": name,
+        "storage": url,
+        "out_dir": str(out_dir),
+        "config": {"source": base.source, "horizon": base.horizon, "overrides": list(base.overrides)},
+        "search": spec.raw,
+        "search_source": spec.source,
+        "trainer_kwargs": jsonable(trainer_kwargs or {}),
+        "launch": launch,
+        "shares": split_trials(n_trials, workers),
+    }
+    log(f"study {name!r} in {display_url(url)}: {launch} trials so far, adding {n_trials}")
+    started = time.perf_counter()
+    exit_codes: list[int] = []
+    if n_trials > 0:
+        if workers == 1:
+            run_worker(worker_spec, 0)
+        else:
+            exit_codes = _spawn_workers(worker_spec, out_dir, workers)
+    log(f"trials done in {time.perf_counter() - started:.1f} s")
+
+    result = summarize(study, spec, url, out_dir)
+    result.worker_exit_codes = exit_codes
+    if result.best_trial is not None:
+        from damcha_ts.tuning.report import export_best_config
+
+        best = study.best_trial
+        result.best_config = str(export_best_config(best, out_dir / BEST_CONFIG_FILE, study_name=name))
+        if evaluate_test:
+            log(f"testing the best config (trial {best.number}) once")
+            result.tuned = evaluate_config(
+                best.user_attrs["config"], out_dir / "best_test", trainer_kwargs=run_trainer_kwargs
+            )
+        if compare_default:
+            log("training and testing the default (base) config for comparison")
+            result.default = evaluate_config(
+                base_config, out_dir / "default_test", trainer_kwargs=run_trainer_kwargs
+            )
+    from damcha_ts.tuning.report import write_report
+
+    result.report = str(write_report(study, spec, result, out_dir, command=command))
+    (out_dir / SUMMARY_FILE).write_text(
+        json.dumps(result.to_json(), indent=2, default=str) + "\n", encoding="utf-8"
+    )
+    return result
+
+
+def summarize(study, search: SearchSpec, url: str, out_dir: Path) -> StudyResult:
+    """Counts by state and the best trial, read back from the storage."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    count = {state: sum(t.state == state for t in trials) for state in TrialState}
+    complete = [
+        t for t in trials if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value)
+    ]
+    best = min(complete, key=lambda t: t.value) if complete else None
+    return StudyResult(
+        study_name=study.study_name,
+        storage=display_url(url),
+        out_dir=str(out_dir),
+        n_trials=len(trials),
+        n_complete=count[TrialState.COMPLETE],
+        n_pruned=count[TrialState.PRUNED],
+        n_failed=count[TrialState.FAIL],
+        n_running=count[TrialState.RUNNING],
+        best_value=best.value if best else None,
+        best_params=decoded_params(search, best.params) if best else {},
+        best_trial=best.number if best else None,
+    )
+
+
+@contextlib.contextmanager
+def stdout_to_stderr():
+    """Keep stdout clean for ``--json``: anything a library prints goes to stderr instead."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield

@@ -1,0 +1,30 @@
+"""Entry point of one worker process: ``python -m damcha_ts.tuning.worker SPEC.json INDEX``.
+
+:func:`damcha_ts.tuning.study.run_study` writes the spec and starts ``--workers`` of these; each
+runs its share of the trials against the shared storage and exits 0 when its share is done.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m damcha_ts.tuning.worker SPEC.json INDEX", file=sys.stderr)
+        return 2
+    import optuna
+
+    from damcha_ts.tuning.study import run_worker
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    run_worker(spec, int(args[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

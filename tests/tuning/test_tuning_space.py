@@ -1,0 +1,210 @@
+"""Search files: parsing, errors that name the file and key, conditional sampling, storage URLs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from damcha_ts.errors import ConfigError
+from damcha_ts.tuning import load_search_spec, parse_search_spec, resolve_storage_url
+from damcha_ts.tuning.space import as_overrides, set_path
+from damcha_ts.tuning.study import split_trials, worker_seed
+
+REPO = Path(__file__).resolve().parents[2]
+SEARCH_DIR = REPO / "configs" / "search"
+
+CONDITIONAL = {
+    "sampler": {"seed": 3, "n_startup_trials": 4},
+    "pruner": {"type": "median", "n_startup_trials": 2, "n_warmup_steps": 0},
+    "space": {
+        "model.name": {"type": "categorical", "choices": ["itransformer_mha", "itransformer_damcha"]},
+        "training.learning_rate": {"type": "float", "low": "1e-5", "high": 1.0e-2, "log": True},
+        "model.e_layers": {"type": "int", "low": 1, "high": 5, "step": 2},
+        "model.dropout": {"type": "float", "low": 0.0, "high": 0.3, "step": 0.1},
+        "model.generator_hidden": {
+            "type": "categorical",
+            "choices": [[8], [16, 32]],
+            "when": {"model.name": "itransformer_damcha"},
+        },
+        "model.share_generator": {
+            "type": "categorical",
+            "choices": [True, False],
+            "when": {"model.name": ["itransformer_damcha"], "model.e_layers": [3, 5]},
+        },
+    },
+}
+BASE = {"data": {"dataset": "ETTh1"}, "model": {"name": "itransformer_damcha", "d_model": 16}, "training": {}}
+
+
+def test_conditional_parameters_are_sampled_only_when_their_condition_holds():
+    spec = parse_search_spec(CONDITIONAL, source="cond.yaml")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    seen = []
+
+    def objective(trial):
+        values = spec.sample(trial, BASE)
+        config = copy.deepcopy(BASE)
+        for path, value in values.items():
+            set_path(config, path, value)
+        seen.append((config, values, dict(trial.params)))
+        return 0.0
+
+    study.optimize(objective, n_trials=60)
+    damcha = [s for s in seen if s[0]["model"]["name"] == "itransformer_damcha"]
+    assert damcha and len(damcha) < len(seen)  # both branches were explored
+    for config, values, params in seen:
+        model, lr = config["model"], config["training"]["learning_rate"]
+        assert 1e-5 <= lr <= 1e-2
+        assert model["e_layers"] in (1, 3, 5)
+        assert min(abs(model["dropout"] - k / 10) for k in range(4)) < 1e-9
+        is_damcha = model["name"] == "itransformer_damcha"
+        assert ("generator_hidden" in model) == is_damcha
+        assert ("model.generator_hidden" in params) == is_damcha
+        if is_damcha:
+            # Optuna stores list choices as JSON text; the config gets the list back.
+            assert model["generator_hidden"] in ([8], [16, 32])
+            assert params["model.generator_hidden"] in ("[8]", "[16, 32]")
+        assert ("share_generator" in model) == (is_damcha and model["e_layers"] in (3, 5))
+        assert list(values) == [k for k in CONDITIONAL["space"] if k in values]  # file order
+    assert BASE["model"] == {"name": "itransformer_damcha", "d_model": 16}  # only read
+
+
+def test_log_scale_spreads_samples_over_decades():
+    spec = parse_search_spec(
+        {"space": {"training.learning_rate": {"type": "float", "low": 1e-5, "high": 1e-1, "log": True}}}
+    )
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    values = []
+    study.optimize(
+        lambda t: values.append(spec.sample(t, BASE)["training.learning_rate"]) or 0.0, n_trials=200
+    )
+    decades = [sum(10 ** (k - 1) <= v < 10**k for v in values) for k in range(-4, 0)]
+    # Uniform in log10 over 4 decades: about 50 per decade; a linear scale would put ~90% in the top one.
+    assert all(25 <= n <= 80 for n in decades), decades
+
+
+def test_fixed_trial_values_become_config_overrides():
+    from damcha_ts.training import load_run_config
+
+    spec = parse_search_spec(CONDITIONAL)
+    chosen = {
+        "model.name": "itransformer_mha",
+        "training.learning_rate": 3e-5,
+        "model.e_layers": 3,
+        "model.dropout": 0.2,
+    }
+    values = spec.sample(optuna.trial.FixedTrial(chosen), BASE)
+    assert values == chosen  # mha: no generator parameters asked for
+    damcha = {
+        **chosen,
+        "model.name": "itransformer_damcha",
+        "model.generator_hidden": "[16, 32]",
+        "model.share_generator": False,
+    }
+    values = spec.sample(optuna.trial.FixedTrial(damcha), BASE)
+    assert values["model.generator_hidden"] == [16, 32]
+    # Applied as overrides, before defaults are filled in: a searched model name re-derives the
+    # attention switch of a resolved base config instead of contradicting it.
+    resolved = load_run_config(BASE, overrides=as_overrides(values))
+    assert resolved["model"]["generator_hidden"] == [16, 32] and resolved["model"]["share_generator"] is False
+    assert resolved["training"]["learning_rate"] == 3e-5  # "3e-05" survives YAML parsing as a float
+    mha = load_run_config(BASE, overrides=as_overrides({"model.name": "itransformer_mha"}))
+    assert (mha["model"]["name"], mha["model"]["attention"]) == ("itransformer_mha", "mha")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"spaces": {}}, "unknown key 'spaces'"),
+        ({"space": {"d_model": {"type": "int", "low": 1, "high": 2}}}, "section.key"),
+        ({"space": {"model.d_model": {"type": "integer", "low": 1, "high": 2}}}, "model.d_model.type"),
+        ({"space": {"model.d_model": {"type": "int", "low": 4, "high": 2}}}, "low=4 must be smaller"),
+        ({"space": {"model.d_model": {"type": "int", "low": 1.5, "high": 2}}}, "not an integer"),
+        (
+            {"space": {"training.learning_rate": {"type": "float", "low": 0, "high": 1, "log": True}}},
+            "log scale needs low > 0",
+        ),
+        ({"space": {"model.d_model": {"type": "categorical", "choices": []}}}, "non-empty list"),
+        ({"space": {"model.d_model": {"type": "categorical", "choices": [1, 1]}}}, "duplicates"),
+        (
+            {"space": {"model.d_model": {"type": "categorical", "choices": [1], "low": 0}}},
+            "'low' does not apply",
+        ),
+        ({"space": {"model.d_model": {"type": "int", "low": 1, "high": 4, "spet": 1}}}, "unknown key 'spet'"),
+        ({"pruner": {"type": "percentile"}}, "pruner.type='percentile'"),
+        ({"pruner": {"type": "median", "min_resource": 1}}, "unknown key 'min_resource'"),
+        ({"storage": {"heartbeat_interval": 10, "grace_period": 5}}, "grace_period > heartbeat_interval"),
+        ({"trainer": {"callbacks": []}}, "trainer.callbacks is set by the study"),
+    ],
+)
+def test_bad_search_files_name_the_file_and_key(change, message):
+    data = {"space": {"model.d_model": {"type": "int", "low": 8, "high": 16}}, **change}
+    with pytest.raises(ConfigError, match="search.yaml") as info:
+        parse_search_spec(data, source="search.yaml")
+    assert message in str(info.value)
+
+
+def test_condition_on_a_later_parameter_is_rejected():
+    data = {
+        "space": {
+            "model.generator_hidden": {"type": "categorical", "choices": [[8]], "when": {"model.name": "x"}},
+            "model.name": {"type": "categorical", "choices": ["itransformer_mha", "itransformer_damcha"]},
+        }
+    }
+    with pytest.raises(ConfigError, match="uses model.name, which is sampled later"):
+        parse_search_spec(data, source="order.yaml")
+
+
+def test_search_paths_are_checked_against_the_run_config():
+    from damcha_ts.training import load_run_config
+
+    def resolve(values):
+        return load_run_config(BASE, overrides=as_overrides(values))
+
+    good = parse_search_spec(CONDITIONAL, source="cond.yaml")
+    good.check_against(resolve)
+    typo = parse_search_spec(
+        {"space": {"model.d_modle": {"type": "int", "low": 8, "high": 16}}}, source="typo.yaml"
+    )
+    with pytest.raises(ConfigError, match=r"typo.yaml: space.model.d_modle.*d_model"):
+        typo.check_against(resolve)
+    bad_value = parse_search_spec(
+        {"space": {"training.lr_schedule": {"type": "categorical", "choices": ["type1", "linear"]}}},
+        source="v.yaml",
+    )
+    with pytest.raises(ConfigError, match=r"v.yaml: space.training.lr_schedule='linear'"):
+        bad_value.check_against(resolve)
+
+
+@pytest.mark.parametrize("path", sorted(SEARCH_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_search_files_fit_their_configs(path):
+    from damcha_ts.tuning.objective import BaseConfig
+
+    spec = load_search_spec(path)
+    assert spec.study_name == (yaml.safe_load(path.read_text()).get("study_name") or path.stem)
+    spec.check_against(BaseConfig.of("itransformer_damcha/etth1").resolve)
+
+
+def test_storage_urls(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_storage_url(None, "runs/x") == f"sqlite:///{tmp_path / 'runs/x/study.db'}"
+    assert resolve_storage_url("s.db", "o") == f"sqlite:///{tmp_path / 's.db'}"
+    assert resolve_storage_url("sqlite:///rel.db", "o") == "sqlite:///rel.db"
+    assert resolve_storage_url("postgresql://u@h/db", "o") == "postgresql://u@h/db"
+    assert resolve_storage_url("j/study.log", "o") == f"journal://{tmp_path / 'j/study.log'}"
+    assert resolve_storage_url("journal:///abs/s.log", "o") == "journal:///abs/s.log"
+    with pytest.raises(ConfigError, match="study.txt"):
+        resolve_storage_url("study.txt", "o")
+
+
+def test_trial_shares_and_worker_seeds():
+    for n, k in [(0, 1), (5, 1), (5, 2), (7, 3), (2, 4)]:
+        shares = split_trials(n, k)
+        assert len(shares) == k and sum(shares) == n and max(shares) - min(shares) <= 1
+    seeds = {worker_seed(0, launch, index) for launch in (0, 6) for index in range(3)}
+    assert len(seeds) == 6
+    assert worker_seed(0, 6, 1) == worker_seed(0, 6, 1)
