@@ -1,0 +1,48 @@
+"""Turn a fitted ``damcha_ts.Forecaster`` into a GluonTS predictor (same weights, same forecasts)."""
+
+from __future__ import annotations
+
+from gluonts.torch.model.predictor import PyTorchPredictor
+
+from damcha_ts.errors import ConfigError
+from damcha_ts.gluonts.estimator import DAMCHAEstimator
+from damcha_ts.gluonts.lightning_module import DAMCHALightningModule
+
+
+def predictor_from_forecaster(forecaster, batch_size: int = 32) -> PyTorchPredictor:
+    """A ``PyTorchPredictor`` that computes exactly what ``forecaster.predict`` does.
+
+    It carries the forecaster's weights, its train-split standardisation (mean and scale per
+    variate) and its time-mark convention, so GluonTS tooling (``evaluate_model``, rolling
+    ``split`` windows, ``serialize``) can be used on a model trained with ``Forecaster.fit`` or
+    ``damcha-ts fit``. Feed it entries whose target rows are the forecaster's columns, in order
+    (``PandasDataset(frame[forecaster.meta_.columns], target=...)``).
+    """
+    forecaster._check_fitted("predictor_from_forecaster")
+    meta = forecaster.meta_
+    if meta.features == "MS":
+        raise ConfigError(
+            "predictor_from_forecaster: features='MS' models forecast only the target from all variates; "
+            "GluonTS forecasts have one row per target variate. Use features='M' or 'S'."
+        )
+    hyperparameters = {
+        key: value for key, value in forecaster.model_config.items() if key not in ("name", "seq_len", "pred_len")
+    }
+    estimator = DAMCHAEstimator(
+        prediction_length=forecaster.horizon,
+        context_length=forecaster.lookback,
+        model=forecaster.model_config["name"],
+        hyperparameters=hyperparameters,
+        quantiles=getattr(forecaster, "quantiles", None),
+        batch_size=batch_size,
+        # The Forecaster's marks: the data's own frequency unless a convention ("h") was recorded.
+        time_features_freq=meta.time_features_freq or meta.freq,
+    )
+    module = DAMCHALightningModule(
+        model_config=estimator.model_config,
+        quantiles=estimator.quantiles,
+        target_mean=list(meta.scaler_mean),
+        target_scale=list(meta.scaler_scale),
+    )
+    module.model.load_state_dict(forecaster.model_.state_dict())
+    return estimator.create_predictor(estimator.create_transformation(), module.eval())

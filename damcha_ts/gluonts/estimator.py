@@ -1,0 +1,259 @@
+"""``DAMCHAEstimator``: our iTransformer/Gateformer models (MHA or DAMCHA) as a GluonTS estimator.
+
+One dataset entry is one multivariate series with a 2-D target (N variates, T steps). The pipeline:
+
+    SelectFields -> RequireMultivariateTarget -> AsNumpyArray(float32, 2-D) -> AddObservedValuesIndicator
+    -> [AddTimeMarks, if the model reads marks] -> InstanceSplitter(past L, future H: [L, N] / [H, N])
+
+Scaling. The models normalise every window per variate themselves (instance normalisation) and
+de-normalise their output, so they would run on raw values. By default (``standardize=True``) the
+module still standardises each variate with a mean and standard deviation fitted on the training
+data, as the benchmark protocol's StandardScaler does, because the *loss* is computed on the scale
+the model works on: on raw values, variates with large units would dominate the MSE or pinball loss
+(Weather's radiation in W/m² against rain in mm). It also makes a model trained here and one trained
+by ``damcha_ts.training`` / ``Forecaster`` the same computation. ``standardize=False`` keeps raw
+values, and the predictor then accepts any number of variates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import torch
+from gluonts.core.component import validated
+from gluonts.dataset.common import Dataset
+from gluonts.dataset.field_names import FieldName
+from gluonts.dataset.loader import as_stacked_batches
+from gluonts.itertools import Cyclic
+from gluonts.model.forecast_generator import QuantileForecastGenerator, SampleForecastGenerator
+from gluonts.torch.model.estimator import PyTorchLightningEstimator
+from gluonts.torch.model.predictor import PyTorchPredictor
+from gluonts.transform import (
+    AddObservedValuesIndicator,
+    AsNumpyArray,
+    ExpectedNumInstanceSampler,
+    InstanceSplitter,
+    SelectFields,
+    TestSplitSampler,
+    Transformation,
+    ValidationSplitSampler,
+)
+
+from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.gluonts.lightning_module import DAMCHALightningModule
+from damcha_ts.gluonts.transform import PAST_TIME_MARKS, TIME_MARKS, AddTimeMarks, RequireMultivariateTarget
+from damcha_ts.models import MODEL_NAMES, make_config
+from damcha_ts.probabilistic import validate_quantiles
+
+PAST_TARGET = "past_target"
+TRAINING_FIELDS = ["future_target", "future_observed_values"]
+# GluonTS estimators train for 100 epochs of ``num_batches_per_epoch`` batches unless told otherwise.
+DEFAULT_TRAINER_KWARGS = {"max_epochs": 100}
+
+
+class DAMCHAEstimator(PyTorchLightningEstimator):
+    """Train an iTransformer- or Gateformer-style model, with MHA or DAMCHA attention, in GluonTS.
+
+    Args:
+        prediction_length: horizon H.
+        context_length: lookback L (the model's ``seq_len``); 96 as in the benchmark protocol.
+        model: one of ``damcha_ts.models.MODEL_NAMES``.
+        hyperparameters: further ``build_model`` keys (``d_model``, ``e_layers``, ``n_heads``, ...);
+            ``seq_len``/``pred_len`` come from the two lengths above.
+        quantiles: quantile levels for a probabilistic forecast (0.5 is always added; the predictor
+            returns ``QuantileForecast`` with these keys plus ``"mean"``); None (default) for a point
+            forecast trained with MSE (``SampleForecast`` with one sample).
+        lr: Adam learning rate; weight_decay: Adam weight decay.
+        batch_size: windows per batch, for training and prediction.
+        num_batches_per_epoch: an "epoch" is this many batches of a cyclic, randomly windowed stream.
+        trainer_kwargs: passed to ``lightning.pytorch.Trainer`` over ``{"max_epochs": 100}``.
+        time_features_freq: time marks for models that read them (iTransformer's ``use_time_marks``),
+            as in ``damcha_ts.data.prepare``: ``"h"`` (benchmark convention, 4 marks) or None for the
+            series' own frequency.
+        standardize: fit a per-variate mean and standard deviation on the training data and train
+            on that scale (see the module docstring); the predictor then needs the same N variates.
+    """
+
+    @validated()
+    def __init__(
+        self,
+        prediction_length: int,
+        context_length: int = 96,
+        model: str = "itransformer_damcha",
+        hyperparameters: dict[str, Any] | None = None,
+        quantiles: list[float] | None = None,
+        lr: float = 1e-4,
+        weight_decay: float = 0.0,
+        batch_size: int = 32,
+        num_batches_per_epoch: int = 50,
+        trainer_kwargs: dict[str, Any] | None = None,
+        time_features_freq: str | None = "h",
+        standardize: bool = True,
+    ) -> None:
+        super().__init__(trainer_kwargs={**DEFAULT_TRAINER_KWARGS, **(trainer_kwargs or {})})
+        if model not in MODEL_NAMES:
+            raise ConfigError(f"model={model!r} is not one of {list(MODEL_NAMES)}")
+        for name, value in (
+            ("prediction_length", prediction_length),
+            ("context_length", context_length),
+            ("batch_size", batch_size),
+            ("num_batches_per_epoch", num_batches_per_epoch),
+        ):
+            if value < 1:
+                raise ConfigError(f"{name} must be >= 1, got {value}")
+        hyperparameters = dict(hyperparameters or {})
+        for key in ("name", "seq_len", "pred_len"):
+            if key in hyperparameters:
+                raise ConfigError(
+                    f"hyperparameters[{key!r}] is set by DAMCHAEstimator from model=, context_length= and "
+                    "prediction_length=; remove it"
+                )
+        self.prediction_length = prediction_length
+        self.context_length = context_length
+        self.model_config = {"name": model, **hyperparameters, "seq_len": context_length, "pred_len": prediction_length}
+        # Bad hyperparameters fail here, naming the key, rather than when training starts.
+        self.uses_time_marks = bool(getattr(make_config(self.model_config), "use_time_marks", False))
+        self.quantiles = None if quantiles is None else list(validate_quantiles(quantiles))
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.num_batches_per_epoch = num_batches_per_epoch
+        self.time_features_freq = time_features_freq
+        self.standardize = standardize
+        # (mean, scale) fitted by train_model; the module is built after it, from these values.
+        self._target_statistics: tuple[list[float], list[float]] | None = None
+
+    def train_model(self, training_data: Dataset, validation_data: Dataset | None = None, **kwargs):
+        """``PyTorchLightningEstimator.train_model``, after fitting the standardisation on ``training_data``."""
+        self._target_statistics = target_statistics(training_data) if self.standardize else None
+        return super().train_model(training_data, validation_data, **kwargs)
+
+    # -- the five PyTorchLightningEstimator hooks --------------------------------------------
+
+    def create_transformation(self) -> Transformation:
+        return (
+            SelectFields([FieldName.ITEM_ID, FieldName.INFO, FieldName.START, FieldName.TARGET], allow_missing=True)
+            + RequireMultivariateTarget()
+            # float32: PandasDataset keeps float64 columns, and the model's weights are float32.
+            + AsNumpyArray(field=FieldName.TARGET, expected_ndim=2)
+            + AddObservedValuesIndicator(target_field=FieldName.TARGET, output_field=FieldName.OBSERVED_VALUES)
+        )
+
+    def create_lightning_module(self) -> DAMCHALightningModule:
+        if self.standardize and self._target_statistics is None:
+            raise ConfigError("standardize=True: the module is built by train() (which fits the standardisation)")
+        mean, scale = self._target_statistics if self.standardize else (None, None)
+        return DAMCHALightningModule(
+            model_config=self.model_config,
+            quantiles=self.quantiles,
+            lr=self.lr,
+            weight_decay=self.weight_decay,
+            target_mean=mean,
+            target_scale=scale,
+        )
+
+    def create_training_data_loader(
+        self, data: Dataset, module: DAMCHALightningModule, shuffle_buffer_length: int | None = None, **kwargs
+    ) -> Iterable:
+        instances = self._window_transform("training").apply(Cyclic(data).stream(), is_train=True)
+        return as_stacked_batches(
+            instances,
+            batch_size=self.batch_size,
+            shuffle_buffer_length=shuffle_buffer_length,
+            field_names=self._input_names() + TRAINING_FIELDS,
+            output_type=torch.tensor,
+            num_batches_per_epoch=self.num_batches_per_epoch,
+        )
+
+    def create_validation_data_loader(self, data: Dataset, module: DAMCHALightningModule, **kwargs) -> Iterable:
+        instances = self._window_transform("validation").apply(data, is_train=True)
+        return as_stacked_batches(
+            instances,
+            batch_size=self.batch_size,
+            field_names=self._input_names() + TRAINING_FIELDS,
+            output_type=torch.tensor,
+        )
+
+    def create_predictor(self, transformation: Transformation, module: DAMCHALightningModule) -> PyTorchPredictor:
+        if module.quantiles is None:
+            generator = SampleForecastGenerator()
+        else:
+            # Keys in the order of the network's last axis: the levels, then the mean estimate.
+            generator = QuantileForecastGenerator(quantiles=[str(q) for q in module.quantiles] + ["mean"])
+        return PyTorchPredictor(
+            input_names=self._input_names(),
+            prediction_net=module,
+            batch_size=self.batch_size,
+            prediction_length=self.prediction_length,
+            input_transform=transformation + self._window_transform("test"),
+            forecast_generator=generator,
+            device="auto",
+        )
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _input_names(self) -> list[str]:
+        return [PAST_TARGET, PAST_TIME_MARKS] if self.uses_time_marks else [PAST_TARGET]
+
+    def _window_transform(self, mode: str) -> Transformation:
+        """Cut (context, horizon) windows, with their time marks if the model reads them."""
+        sampler = {
+            # One window per series per pass on average, at a uniformly random position with a full
+            # context (as the protocol's windows; a zero-padded context would teach the model padding).
+            "training": ExpectedNumInstanceSampler(
+                num_instances=1.0, min_past=self.context_length, min_future=self.prediction_length
+            ),
+            # The last window of each validation series.
+            "validation": ValidationSplitSampler(min_future=self.prediction_length),
+            # The window that ends where the series ends: forecast what comes next.
+            "test": TestSplitSampler(),
+        }[mode]
+        splitter = InstanceSplitter(
+            target_field=FieldName.TARGET,
+            is_pad_field=FieldName.IS_PAD,
+            start_field=FieldName.START,
+            forecast_start_field=FieldName.FORECAST_START,
+            instance_sampler=sampler,
+            past_length=self.context_length,
+            future_length=self.prediction_length,
+            time_series_fields=[FieldName.OBSERVED_VALUES] + ([TIME_MARKS] if self.uses_time_marks else []),
+        )
+        if self.uses_time_marks:
+            return AddTimeMarks(time_features_freq=self.time_features_freq) + splitter
+        return splitter
+
+
+def target_statistics(dataset: Dataset) -> tuple[list[float], list[float]]:
+    """Per-variate mean and population standard deviation over all entries' targets (N, T), NaNs skipped.
+
+    A variate with zero spread gets scale 1 (as scikit-learn's StandardScaler does).
+    """
+    total = total_squares = count = None
+    for entry in dataset:
+        target = np.asarray(entry[FieldName.TARGET], dtype=np.float64)
+        if target.ndim != 2:
+            raise DataError(
+                f"entry {entry.get(FieldName.ITEM_ID)!r}: target has shape {target.shape}; DAMCHAEstimator needs "
+                "(N variates, T steps): use PandasDataset(wide_df, target=columns) or MultivariateGrouper"
+            )
+        if total is not None and target.shape[0] != total.shape[0]:
+            raise DataError(
+                f"entry {entry.get(FieldName.ITEM_ID)!r} has {target.shape[0]} variates, an earlier one "
+                f"{total.shape[0]}; standardize=True needs the same variates in every entry (or use standardize=False)"
+            )
+        observed = np.isfinite(target)
+        values = np.where(observed, target, 0.0)
+        if total is None:
+            total, total_squares, count = (np.zeros(target.shape[0]) for _ in range(3))
+        total += values.sum(axis=1)
+        total_squares += (values**2).sum(axis=1)
+        count += observed.sum(axis=1)
+    if total is None or (count == 0).any():
+        raise DataError("the training data is empty, or a variate has no observed value: nothing to standardise on")
+    mean = total / count
+    variance = np.maximum(total_squares / count - mean**2, 0.0)
+    scale = np.sqrt(variance)
+    scale[scale == 0] = 1.0
+    return mean.tolist(), scale.tolist()
