@@ -1,0 +1,81 @@
+"""What every forecasting model offers on top of ``forward``: config, name, optimizer groups, maps."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from damcha_ts.errors import ConfigError
+from damcha_ts.models.attention import AttentionRecord
+from damcha_ts.models.metric_generator import MetricGenerator, StaticMetric
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable scalars; a module shared by several layers is counted once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+class ForecastModel(nn.Module):
+    """Base of the forecasting models: ``forward(x [B, L, N], x_mark [B, L, M] | None) -> [B, H, N]``.
+
+    Subclasses set ``self.config`` (their dataclass) and implement ``_forecast``.
+    """
+
+    config: object
+
+    @property
+    def name(self) -> str:
+        """Registry name; ``dataclasses.asdict(model.config) | {"name": model.name}`` rebuilds the model."""
+        raise NotImplementedError
+
+    def _forecast(
+        self, x: Tensor, x_mark: Tensor | None, need_weights: bool
+    ) -> tuple[Tensor, dict[str, list[AttentionRecord]]]:
+        raise NotImplementedError
+
+    def _check_input(self, x: Tensor) -> None:
+        if x.dim() != 3 or x.shape[1] != self.config.seq_len:
+            raise ConfigError(
+                f"input x has shape {tuple(x.shape)}; "
+                f"expected [batch, seq_len={self.config.seq_len}, variates]"
+            )
+
+    def forward(self, x: Tensor, x_mark: Tensor | None = None) -> Tensor:
+        """x [B, L, N], x_mark [B, L, M] or None -> forecast [B, H, N] (any N)."""
+        self._check_input(x)
+        return self._forecast(x, x_mark, need_weights=False)[0]
+
+    def attention_maps(self, x: Tensor, x_mark: Tensor | None = None) -> dict[str, list[AttentionRecord]]:
+        """Per encoder, per layer: attention weights and (DAMCHA) head metrics of one forward pass.
+
+        Weights come from the explicit path, so this is slower than ``forward``; call it in eval mode
+        for maps without dropout.
+        """
+        self._check_input(x)
+        return self._forecast(x, x_mark, need_weights=True)[1]
+
+    def parameter_groups(self, learning_rate: float, weight_decay: float = 0.0) -> list[dict]:
+        """torch.optim parameter groups: ``{"params", "lr", "weight_decay", "name"}``.
+
+        A ``"compact"`` DAMCHA parameter stands for H tied rows of the full model, so it gets learning
+        rate x H and weight decay / H (damcha.md §10 (b)); with Adam/AdamW (decoupled decay) the model
+        then trains exactly as the full one. A schedule must therefore multiply each group's own rate
+        (LambdaLR, StepLR, ...), never write one absolute rate into every group.
+        """
+        tied_scale: dict[int, int] = {}
+        for module in self.modules():
+            if isinstance(module, (MetricGenerator, StaticMetric)):
+                for param in module.tied_parameters():
+                    tied_scale[id(param)] = module.n_heads
+        groups: dict[str, dict] = {}
+        for param in self.parameters():
+            if not param.requires_grad:
+                continue
+            scale = tied_scale.get(id(param), 1)
+            name = "default" if scale == 1 else f"damcha_compact_x{scale}"
+            group = groups.setdefault(
+                name,
+                {"params": [], "lr": learning_rate * scale, "weight_decay": weight_decay / scale,
+                 "name": name},
+            )
+            group["params"].append(param)
+        return list(groups.values())

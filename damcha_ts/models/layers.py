@@ -1,0 +1,171 @@
+"""Encoder layers and the encoder stack, for either attention kind.
+
+- :class:`PostNormEncoderLayer`: iTransformer's EncoderLayer (protocol.md §2.1 step 3).
+- :class:`PreNormEncoderLayer`: PyTorch's ``TransformerEncoderLayer(norm_first=True)`` with ReLU, as
+  Gateformer's two encoders use it (protocol.md §3.1), rebuilt so that its attention can be DAMCHA.
+- :class:`Encoder`: a stack of layers. With a shared DAMCHA generator it computes the head metrics once,
+  from the stack input, and hands them to every layer (damcha.md §3.1, §9).
+
+Every layer's call: ``layer(x [B, T, D], key_padding_mask, is_causal, head_metrics, need_weights)
+-> (x [B, T, D], AttentionRecord | None)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from damcha_ts.errors import ConfigError
+from damcha_ts.models.attention import (
+    AttentionConfig,
+    AttentionRecord,
+    build_attention,
+    build_metric_generator,
+)
+
+ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu}
+
+
+def _activation(name: str):
+    if name not in ACTIVATIONS:
+        raise ConfigError(f"activation={name!r}; expected one of {tuple(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+class PostNormEncoderLayer(nn.Module):
+    """iTransformer's post-norm layer.
+
+    x <- norm1(x + dropout(attention(x)));  y = dropout(act(W1 x));  y = dropout(W2 y);  out = norm2(x + y).
+    iTransformer writes the feed-forward as two Conv1d with kernel size 1 over the token axis; a
+    kernel-1 convolution is a Linear on each token, with the same parameters (d_ff*D + d_ff, D*d_ff + D).
+    """
+
+    def __init__(self, attention: nn.Module, d_model: int, d_ff: int, dropout: float, activation: str):
+        super().__init__()
+        self.attention = attention
+        self.feed_forward_in = nn.Linear(d_model, d_ff)
+        self.feed_forward_out = nn.Linear(d_ff, d_model)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.activation = _activation(activation)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+        head_metrics: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, AttentionRecord | None]:
+        """x [B, T, D] -> [B, T, D]."""
+        attended, record = self.attention(x, key_padding_mask, is_causal, head_metrics, need_weights)
+        x = self.norm1(x + self.dropout(attended))
+        y = self.dropout(self.activation(self.feed_forward_in(x)))
+        y = self.dropout(self.feed_forward_out(y))
+        return self.norm2(x + y), record
+
+
+class PreNormEncoderLayer(nn.Module):
+    """``nn.TransformerEncoderLayer(norm_first=True)``, same parameters and the same computation.
+
+    x <- x + dropout1(attention(norm1(x)));  x <- x + dropout2(W2 dropout(act(W1 norm2(x)))).
+    The attention input -- and so DAMCHA's X_i and its own-generator context -- is norm1(x).
+    """
+
+    def __init__(
+        self, attention: nn.Module, d_model: int, d_ff: int, dropout: float, activation: str = "relu"
+    ):
+        super().__init__()
+        self.attention = attention
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.activation = _activation(activation)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+        head_metrics: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, AttentionRecord | None]:
+        """x [B, T, D] -> [B, T, D]."""
+        attended, record = self.attention(
+            self.norm1(x), key_padding_mask, is_causal, head_metrics, need_weights
+        )
+        x = x + self.dropout1(attended)
+        y = self.linear2(self.dropout(self.activation(self.linear1(self.norm2(x)))))
+        return x + self.dropout2(y), record
+
+
+class Encoder(nn.Module):
+    """A stack of encoder layers with an optional final norm.
+
+    ``shared_metric_generator`` (DAMCHA with share_generator=True) runs once per forward, on the stack
+    input, and its head metrics are reused by every layer; each layer still applies them to its own
+    attention input and has its own W_v and W_o (damcha.md §3.1).
+    """
+
+    def __init__(
+        self,
+        layers: list[nn.Module],
+        final_norm: nn.Module | None = None,
+        shared_metric_generator: nn.Module | None = None,
+    ):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.final_norm = final_norm
+        self.shared_metric_generator = shared_metric_generator
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, list[AttentionRecord]]:
+        """x [B, T, D] -> (x [B, T, D], one AttentionRecord per layer if ``need_weights`` else [])."""
+        head_metrics = None
+        generator = self.shared_metric_generator
+        if generator is not None:
+            head_metrics = generator(x, key_padding_mask, is_causal)
+            full_metric = None
+            if need_weights and generator.parameterization == "full":
+                full_metric = generator.full_metric(x, key_padding_mask, is_causal).detach()
+        records = []
+        for layer in self.layers:
+            x, record = layer(x, key_padding_mask, is_causal, head_metrics, need_weights)
+            if record is not None:
+                if generator is not None:
+                    record.full_metric = full_metric
+                records.append(record)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, records
+
+
+def build_encoder(
+    make_layer: Callable[[nn.Module], nn.Module],
+    n_layers: int,
+    d_model: int,
+    attention: AttentionConfig,
+    final_norm: nn.Module | None = None,
+) -> Encoder:
+    """``n_layers`` layers ``make_layer(attention_module)``, sharing one metric generator if asked."""
+    if not isinstance(n_layers, int) or n_layers < 1:
+        raise ConfigError(f"e_layers={n_layers!r}; expected a positive integer")
+    shared = attention.kind == "damcha" and attention.share_generator
+    # The shared generator is created first, so construction order (and the RNG stream) is fixed.
+    generator = build_metric_generator(d_model, attention) if shared else None
+    layers = [
+        make_layer(build_attention(d_model, attention, own_generator=not shared)) for _ in range(n_layers)
+    ]
+    return Encoder(layers, final_norm, generator)

@@ -1,0 +1,210 @@
+"""Where DAMCHA's per-head metrics come from (damcha.md §1.2-§1.4, §2, §3.3, §10).
+
+Two sources share one interface, ``source(tokens, key_padding_mask, is_causal) -> head_metrics``:
+
+- :class:`MetricGenerator` -- the data-adaptive f_theta: an MLP on the mean context whose last layer
+  produces the per-head metrics m_i = sum_j M_ij (RowSum, paper Eq. 4) directly. The D x D metric M is
+  never formed on the training path (the "fused RowSum" of damcha.md §2).
+- :class:`StaticMetric` -- the static-metric ablation: one trainable M0, initialised to the identity.
+
+Both come in two parameterisations of the same function (damcha.md §10):
+
+- ``"full"``: the reference parameter, D*D outputs (M0 of shape [D, D] for the static ablation);
+- ``"compact"``: only the block-column sums of that parameter are stored, since the forward pass sees
+  nothing else. Training it with learning rate x H and AdamW weight decay / H (see
+  ``tied_parameters`` and ``ForecastModel.parameter_groups``) reproduces the full model's training.
+
+Shapes: B batch, T tokens, D model width, H heads, dh = D / H head width, w last hidden width.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from damcha_ts.errors import ConfigError
+from damcha_ts.models.validation import check_choice, check_heads
+
+PARAMETERIZATIONS = ("compact", "full")
+
+
+def mean_context(tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+    """Padding-aware mean of the tokens (damcha.md §1.2).
+
+    tokens [B, T, D]; key_padding_mask [B, T] (True / 1 = real token) or None.
+    Returns [B, D] (non-causal: the mean over real tokens), or [B, T, D] when ``is_causal``: the prefix
+    mean up to and including token t. A context without any real token is 0 (the count is clamped to 1).
+    """
+    if key_padding_mask is None:
+        if not is_causal:
+            return tokens.mean(dim=1)
+        counts = torch.arange(1, tokens.shape[1] + 1, device=tokens.device, dtype=tokens.dtype)
+        return tokens.cumsum(dim=1) / counts[:, None]
+    valid = key_padding_mask.to(tokens.dtype).unsqueeze(-1)  # [B, T, 1]
+    weighted = tokens * valid
+    if is_causal:
+        return weighted.cumsum(dim=1) / valid.cumsum(dim=1).clamp_min(1.0)
+    return weighted.sum(dim=1) / valid.sum(dim=1).clamp_min(1.0)
+
+
+class MetricGenerator(nn.Module):
+    """Data-adaptive metric generator f_theta with the fused RowSum (damcha.md §1.3, §2, §10).
+
+    context [..., D] -> hidden MLP (Linear, GELU, Dropout per width) -> h [..., w]
+    -> head metrics W_red h + b_red, viewed as [..., H, dh, dh].
+
+    With ``"full"`` the stored last layer is the reference [D*D, w] weight; each call reduces it over the
+    H block-columns (W_red = sum_j W[(i,p,j,q)], a [D*dh, w] tensor), which gives the same metrics and
+    the same gradients as forming M and summing its blocks. With ``"compact"`` W_red and b_red are the
+    parameters themselves (H times fewer).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        hidden: tuple[int, ...] = (256, 512),
+        dropout: float = 0.1,
+        parameterization: str = "compact",
+    ) -> None:
+        super().__init__()
+        check_choice("parameterization", parameterization, PARAMETERIZATIONS)
+        self.head_dim = check_heads(d_model, n_heads)
+        self.d_model, self.n_heads, self.parameterization = d_model, n_heads, parameterization
+        layers: list[nn.Module] = []
+        width = d_model
+        for hidden_width in hidden:
+            layers += [nn.Linear(width, hidden_width), nn.GELU(), nn.Dropout(dropout)]
+            width = hidden_width
+        self.hidden_layers = nn.Sequential(*layers)
+        self.width = width
+        if parameterization == "full":
+            self.output_weight = nn.Parameter(torch.empty(d_model * d_model, width))
+            self.output_bias = nn.Parameter(torch.empty(d_model * d_model))
+        else:
+            self.reduced_weight = nn.Parameter(torch.empty(d_model * self.head_dim, width))
+            self.reduced_bias = nn.Parameter(torch.empty(d_model * self.head_dim))
+        self.reset_last_layer()
+
+    @torch.no_grad()
+    def reset_last_layer(self) -> None:
+        """PyTorch's default Linear init, U(-1/sqrt(w), 1/sqrt(w)), for the full D*D-output layer.
+
+        The draws are made one block-row of M at a time, in the same order for both parameterisations;
+        "compact" keeps only their block-column sums (damcha.md §10 (a)). So, from the same seed, a
+        compact and a full generator start with the same head metrics, and compact never allocates the
+        D*D*w tensor (512 MiB at D = w = 512).
+        """
+        H, dh, w = self.n_heads, self.head_dim, self.width
+        bound = 1.0 / math.sqrt(w)
+        like = self.output_weight if self.parameterization == "full" else self.reduced_weight
+        for i in range(H):
+            block_row = torch.empty(dh, H, dh, w, dtype=like.dtype, device=like.device)
+            block_row.uniform_(-bound, bound)  # rows (p, j, q) of block-row i
+            if self.parameterization == "full":
+                self.output_weight.view(H, dh, H, dh, w)[i] = block_row
+            else:
+                self.reduced_weight.view(H, dh, dh, w)[i] = block_row.sum(dim=1)
+        bias = torch.empty(H, dh, H, dh, dtype=like.dtype, device=like.device).uniform_(-bound, bound)
+        if self.parameterization == "full":
+            self.output_bias.copy_(bias.flatten())
+        else:
+            self.reduced_bias.copy_(bias.sum(dim=2).flatten())
+
+    def tied_parameters(self) -> list[nn.Parameter]:
+        """Parameters that stand for H tied full-model rows: they need lr x H, weight decay / H."""
+        if self.parameterization == "compact":
+            return [self.reduced_weight, self.reduced_bias]
+        return []
+
+    def reduced_last_layer(self) -> tuple[Tensor, Tensor]:
+        """(W_red [D*dh, w], b_red [D*dh]), rows ordered (head i, row p, column q) (Eq. 4 fused)."""
+        if self.parameterization == "compact":
+            return self.reduced_weight, self.reduced_bias
+        H, dh, w = self.n_heads, self.head_dim, self.width
+        # Row (i*dh + p)*D + j*dh + q of the full layer is entry (p, q) of block M_ij: sum over j.
+        weight = self.output_weight.view(H, dh, H, dh, w).sum(dim=2).reshape(H * dh * dh, w)
+        bias = self.output_bias.view(H, dh, H, dh).sum(dim=2).reshape(H * dh * dh)
+        return weight, bias
+
+    def metrics_from_context(self, context: Tensor) -> Tensor:
+        """context [..., D] -> head metrics [..., H, dh, dh]."""
+        hidden = self.hidden_layers(context)
+        weight, bias = self.reduced_last_layer()
+        metrics = nn.functional.linear(hidden, weight, bias)
+        return metrics.view(*context.shape[:-1], self.n_heads, self.head_dim, self.head_dim)
+
+    def forward(
+        self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
+    ) -> Tensor:
+        """tokens [B, T, D] -> head metrics [B, H, dh, dh] (causal: [B, T, H, dh, dh])."""
+        return self.metrics_from_context(mean_context(tokens, key_padding_mask, is_causal))
+
+    def full_metric(
+        self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
+    ) -> Tensor:
+        """The cross-head metric M [B, D, D] (causal: [B, T, D, D]), for plots; needs ``"full"``."""
+        if self.parameterization != "full":
+            raise ConfigError(
+                "the full cross-head metric needs parameterization='full'; 'compact' stores only the "
+                "block-row sums"
+            )
+        hidden = self.hidden_layers(mean_context(tokens, key_padding_mask, is_causal))
+        metric = nn.functional.linear(hidden, self.output_weight, self.output_bias)
+        return metric.view(*hidden.shape[:-1], self.d_model, self.d_model)
+
+
+class StaticMetric(nn.Module):
+    """Static-metric ablation (damcha.md §3.3): one trainable metric for every input, identity at init.
+
+    "full" stores M0 [D, D] and returns its block-row sums; "compact" stores those sums [H, dh, dh]
+    directly (both are the dh x dh identity per head at init, so scores start as X_i X_i^T / sqrt(dh)).
+    The call signature matches :class:`MetricGenerator`; the inputs are ignored.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, parameterization: str = "compact") -> None:
+        super().__init__()
+        check_choice("parameterization", parameterization, PARAMETERIZATIONS)
+        self.head_dim = check_heads(d_model, n_heads)
+        self.d_model, self.n_heads, self.parameterization = d_model, n_heads, parameterization
+        if parameterization == "full":
+            self.metric = nn.Parameter(torch.eye(d_model))
+        else:
+            self.reduced_metric = nn.Parameter(torch.eye(self.head_dim).repeat(n_heads, 1, 1))
+
+    def tied_parameters(self) -> list[nn.Parameter]:
+        return [self.reduced_metric] if self.parameterization == "compact" else []
+
+    def forward(
+        self, tokens: Tensor | None = None, key_padding_mask: Tensor | None = None, is_causal: bool = False
+    ) -> Tensor:
+        """-> head metrics [H, dh, dh], shared by every sample and token."""
+        if self.parameterization == "compact":
+            return self.reduced_metric
+        H, dh = self.n_heads, self.head_dim
+        return self.metric.view(H, dh, H, dh).sum(dim=2)
+
+    def full_metric(
+        self, tokens: Tensor | None = None, key_padding_mask: Tensor | None = None, is_causal: bool = False
+    ) -> Tensor:
+        """M0 [D, D]; needs ``"full"``."""
+        if self.parameterization != "full":
+            raise ConfigError("the full static metric needs parameterization='full'")
+        return self.metric
+
+
+def make_metric_generator(
+    d_model: int,
+    n_heads: int,
+    *,
+    hidden: tuple[int, ...],
+    dropout: float,
+    parameterization: str,
+    static_metric: bool,
+) -> MetricGenerator | StaticMetric:
+    """The metric source an AttentionConfig asks for (data-adaptive, or the static ablation)."""
+    if static_metric:
+        return StaticMetric(d_model, n_heads, parameterization)
+    return MetricGenerator(d_model, n_heads, hidden, dropout, parameterization)

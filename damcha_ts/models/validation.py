@@ -1,0 +1,35 @@
+"""Checks for config fields; each error names the field and the accepted values."""
+
+from __future__ import annotations
+
+from damcha_ts.errors import ConfigError
+
+
+def check_choice(name: str, value: object, choices: tuple) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r}; expected one of {choices}")
+
+
+def check_positive_ints(config: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name}={value!r}; expected a positive integer")
+
+
+def check_bools(config: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        if not isinstance(getattr(config, name), bool):
+            raise ConfigError(f"{name}={getattr(config, name)!r}; expected True or False")
+
+
+def check_dropout(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ConfigError(f"dropout={value!r}; expected a number in [0, 1)")
+
+
+def check_heads(d_model: int, n_heads: int) -> int:
+    """-> head width d_model // n_heads."""
+    if n_heads < 1 or d_model % n_heads != 0:
+        raise ConfigError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+    return d_model // n_heads
