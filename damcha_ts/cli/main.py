@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = ("data", "baseline")
+COMMAND_MODULES = ("data", "baseline", "tune", "leaderboard", "fit", "predict", "evaluate", "quickstart")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,535 @@
+"""``Forecaster``: fit on a benchmark or your own data, forecast the real future, save and load.
+
+    >>> from damcha_ts import Forecaster
+    >>> f = Forecaster("itransformer_damcha", horizon=24, lookback=96, max_epochs=3)   # doctest: +SKIP
+    >>> f.fit(frame)                      # wide DataFrame (DatetimeIndex, one column per variate)
+    >>> future = f.predict()              # the 24 steps after the end of ``frame``, same kind
+    >>> f.save("my_model"); f2 = Forecaster.load("my_model")
+
+Inputs: a benchmark name or CSV path, a wide DataFrame, a long DataFrame (``id_col``,
+``time_col``, ``value_col`` options) or a NumPy array ``[T, N]`` with ``freq``. Outputs come
+back in the kind of the input: wide frame, long frame, or NumPy ``[H, N]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from damcha_ts.errors import ConfigError, DataError
+
+# load_frame options that say how to read a history again at predict time.
+_INPUT_OPTIONS = (
+    "id_col", "time_col", "value_col", "layout", "freq", "start", "columns", "date_format", "fill", "allow_irregular",
+)
+# prepare options that define the data setting of a model, saved with it (JSON-ready).
+_SETTING_OPTIONS = ("features", "target", "time_features_freq", "split", "fill", "allow_irregular", "path")
+
+
+class Forecaster:
+    """A forecasting model with scikit-learn-style ``fit`` / ``predict``.
+
+    Args:
+        model: one of ``itransformer_mha``, ``itransformer_damcha``, ``gateformer_mha``,
+            ``gateformer_damcha`` (or a bare family name with explicit attention keys).
+        horizon: steps to forecast (H).
+        lookback: input length (L).
+        freq: pandas frequency of user data when it cannot be inferred (required for NumPy input).
+        random_state: seed of the run (``lightning.seed_everything``).
+        max_epochs, batch_size, learning_rate: training budget and optimiser settings.
+        trainer_kwargs: passed to ``lightning.Trainer`` (``accelerator``, ``devices``,
+            ``strategy``, ``num_nodes``, ``deterministic``, ``limit_train_batches``,
+            ``enable_progress_bar``, ``default_root_dir`` for checkpoints and logs, ...).
+        **model_hyperparameters: model config keys (``d_model``, ``e_layers``, ``n_heads``,
+            ``dropout``, DAMCHA options...) and other training keys (``patience``,
+            ``lr_schedule``, ``weight_decay``, ``variate_fraction``...).
+    """
+
+    def __init__(
+        self,
+        model: str = "itransformer_damcha",
+        horizon: int = 96,
+        lookback: int = 96,
+        freq: str | None = None,
+        random_state: int = 2023,
+        max_epochs: int = 10,
+        batch_size: int = 32,
+        learning_rate: float = 1e-4,
+        trainer_kwargs: Mapping[str, Any] | None = None,
+        **model_hyperparameters: Any,
+    ):
+        from damcha_ts.training.config import TrainingConfig
+
+        for name, value in (("horizon", horizon), ("lookback", lookback)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        training_fields = {f.name for f in dataclasses.fields(TrainingConfig)}
+        training_options = {k: v for k, v in model_hyperparameters.items() if k in training_fields}
+        model_options = {k: v for k, v in model_hyperparameters.items() if k not in training_fields}
+        self.horizon = int(horizon)
+        self.lookback = int(lookback)
+        self.freq = freq
+        self.random_state = random_state
+        self.trainer_kwargs = dict(trainer_kwargs or {})
+        self.training = TrainingConfig.from_dict(
+            {
+                "max_epochs": max_epochs,
+                "batch_size": batch_size,
+                "learning_rate": learning_rate,
+                "seed": random_state,
+                **training_options,
+            }
+        )
+        self.model_config = _model_config(model, self.lookback, self.horizon, model_options)
+        # Data settings of a run config (features, target, time marks, split); empty by default.
+        self.data_config: dict[str, Any] = {}
+        self.model_: Any = None
+        self.meta_: Any = None
+        self.fit_result_: dict = {}
+        self._series = None
+        self._history: tuple[np.ndarray, pd.DatetimeIndex] | None = None
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_config(
+        cls,
+        config: str | Path | Mapping,
+        *,
+        horizon: int | None = None,
+        overrides: Sequence[str] = (),
+        trainer_kwargs: Mapping[str, Any] | None = None,
+    ) -> Forecaster:
+        """A Forecaster with the settings of a run config (e.g. ``"itransformer_damcha/etth1"``).
+
+        ``fit()`` without data then trains on the config's dataset.
+        """
+        from damcha_ts.training.config import load_run_config
+
+        resolved = load_run_config(config, horizon=horizon, overrides=overrides)
+        data, model, training = resolved["data"], dict(resolved["model"]), dict(resolved["training"])
+        name = model.pop("name")
+        lookback, horizon = model.pop("seq_len"), model.pop("pred_len")
+        forecaster = cls(
+            name,
+            horizon=horizon,
+            lookback=lookback,
+            random_state=training.pop("seed"),
+            max_epochs=training.pop("max_epochs"),
+            batch_size=training.pop("batch_size"),
+            learning_rate=training.pop("learning_rate"),
+            trainer_kwargs=trainer_kwargs,
+            **model,
+            **training,
+        )
+        forecaster.data_config = {k: v for k, v in data.items() if k not in ("seq_len", "pred_len")}
+        return forecaster
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, data: Any = None, **data_options: Any) -> Forecaster:
+        """Train on ``data`` with early stopping on its validation split; returns ``self``.
+
+        ``data``: a benchmark name (protocol split), a CSV path, a wide or long DataFrame or a NumPy
+        array (70/10/20 split unless ``split=`` gives fractions or borders). ``data_options`` go to
+        :func:`damcha_ts.data.prepare` (``id_col``, ``time_col``, ``value_col``, ``freq``, ``start``,
+        ``fill``, ``features``, ``target``, ``split``...). Without ``data``, a Forecaster made by
+        :meth:`from_config` uses the config's dataset.
+        """
+        from damcha_ts.data import prepare
+        from damcha_ts.training.artifacts import SeriesMeta
+        from damcha_ts.training.runner import fit_series
+
+        if data is None:
+            if not self.data_config.get("dataset"):
+                raise ConfigError("fit() needs data: a benchmark name, a CSV path, a DataFrame or a NumPy array")
+            data = self.data_config["dataset"]
+        options = self._prepare_options(data, data_options)
+        kind, input_options = _describe_input(data, options)
+        series = prepare(data, seq_len=self.lookback, pred_len=self.horizon, **options)
+
+        trainer_kwargs = dict(self.trainer_kwargs)
+        progress = bool(trainer_kwargs.pop("enable_progress_bar", True))
+        root = trainer_kwargs.pop("default_root_dir", None)
+        with tempfile.TemporaryDirectory(prefix="damcha_ts_fit_") as scratch:
+            result = fit_series(
+                series,
+                self.model_config,
+                self.training,
+                Path(root) if root is not None else Path(scratch),
+                trainer_kwargs=trainer_kwargs,
+                progress=progress,
+            )
+        self.model_ = result.module.model.cpu().eval()
+        input_options["input_columns"] = _input_columns(data, options, series)
+        self.data_config = {k: _plain(v) for k, v in options.items() if k in _SETTING_OPTIONS}
+        if isinstance(data, (str, Path)):
+            self.data_config["dataset"] = str(data)
+        self.meta_ = SeriesMeta.from_series(
+            series, data_config=self.data_config, input_kind=kind, input_options=_plain(input_options)
+        )
+        self._series = series
+        self._history = (series.values[-self.lookback :], series.timestamps[-self.lookback :])
+        self.fit_result_ = {
+            "best_val_loss": result.best_val_loss,
+            "epochs_run": result.epochs_run,
+            "best_epoch": result.best_epoch,
+            **result.timing,
+        }
+        return self
+
+    def _prepare_options(self, data: Any, data_options: Mapping[str, Any]) -> dict:
+        from damcha_ts.data.registry import is_benchmark_name
+
+        options = {k: v for k, v in self.data_config.items() if k not in ("dataset", "seq_len", "pred_len")}
+        if self.freq is not None and not (isinstance(data, str) and is_benchmark_name(data)):
+            options.setdefault("freq", self.freq)
+        if not (isinstance(data, str) and is_benchmark_name(data)):
+            # User data: time marks from its own frequency (the benchmark convention is "h").
+            options.setdefault("time_features_freq", None)
+        options.update(data_options)
+        return options
+
+    # ------------------------------------------------------------------ forecasting
+    def predict(self, data: Any = None, **data_options: Any):
+        """Forecast the ``horizon`` steps after the end of ``data`` (default: the fitted data).
+
+        Returns the input's kind: a wide DataFrame indexed by the future timestamps, a long DataFrame
+        (id, time, value columns named as in the input) or a NumPy array ``[H, N]``.
+        """
+        self._check_fitted("predict")
+        if data is None:
+            values, stamps = self._stored_history()
+            kind, input_options = self.meta_.input_kind, self.meta_.input_options
+        else:
+            kind, input_options, values, stamps = self._history_from(data, data_options)
+        forecast = self._forecast(values[None], [stamps])[0]
+        future = self.future_timestamps(stamps[-1])
+        return self._format(forecast, future, kind, input_options)
+
+    def future_timestamps(self, last: pd.Timestamp) -> pd.DatetimeIndex:
+        """The ``horizon`` timestamps after ``last`` at the fitted frequency."""
+        self._check_fitted("future_timestamps")
+        return pd.date_range(start=last, periods=self.horizon + 1, freq=self.meta_.freq, name="date")[1:]
+
+    def _stored_history(self) -> tuple[np.ndarray, pd.DatetimeIndex]:
+        if self._history is None:
+            raise ConfigError("this model was saved without history; pass the history to predict(data)")
+        return self._history
+
+    def _history_from(self, data: Any, data_options: Mapping[str, Any]):
+        """(kind, input options, raw values [L, C] in model column order, timestamps [L])."""
+        kind, input_options, frame = self._load_history(data, data_options)
+        if len(frame) < self.lookback:
+            raise DataError(
+                f"the history has {len(frame)} rows; the model needs lookback={self.lookback} rows to forecast"
+            )
+        values = frame[self.meta_.columns].to_numpy(dtype=np.float64)[-self.lookback :]
+        return kind, input_options, values, frame.index[-self.lookback :]
+
+    def _load_history(self, data: Any, data_options: Mapping[str, Any]) -> tuple[str, dict, pd.DataFrame]:
+        """Read new data as the fit input was read, and check it has the fitted columns."""
+        from damcha_ts.data import load_frame
+
+        meta = self.meta_
+        fitted = list(meta.input_options.get("input_columns") or meta.columns)
+        options = {k: v for k, v in meta.input_options.items() if k in _INPUT_OPTIONS}
+        options.update(data_options)
+        if isinstance(data, np.ndarray):
+            width = 1 if data.ndim == 1 else data.shape[1]
+            if width != len(fitted):
+                raise DataError(f"the history has {width} columns; the model was fitted on {len(fitted)}")
+            options["columns"] = fitted  # positions carry the fitted names
+            options.setdefault("freq", meta.freq)
+        kind, input_options = _describe_input(data, options)
+        frame = load_frame(data, **options)
+        given = [str(c) for c in frame.columns]
+        missing = [c for c in fitted if c not in given]
+        extra = [c for c in given if c not in fitted]
+        if missing or extra:
+            raise DataError(
+                f"the history's columns differ from those at fit time: missing {missing}, unexpected {extra} "
+                f"(fitted on {fitted})"
+            )
+        return kind, input_options, frame
+
+    def _forecast(self, histories: np.ndarray, timestamps: Sequence[pd.DatetimeIndex]) -> np.ndarray:
+        """Raw-scale histories [B, L, C] (model column order) -> raw-scale forecasts [B, H, C_out]."""
+        import torch
+
+        from damcha_ts.data import time_features
+
+        meta = self.meta_
+        mean, scale = np.asarray(meta.scaler_mean), np.asarray(meta.scaler_scale)
+        scaled = (histories - mean) / scale
+        marks = np.stack([time_features(stamps, meta.time_features_freq or meta.freq)[0] for stamps in timestamps])
+        with torch.no_grad():
+            out = self.model_(
+                torch.as_tensor(scaled, dtype=torch.float32), torch.as_tensor(marks, dtype=torch.float32)
+            ).double().numpy()
+        if meta.features == "MS":
+            return out[..., -1:] * scale[-1] + mean[-1]
+        return out * scale + mean
+
+    def _output_columns(self) -> list[str]:
+        return list(self.meta_.columns[-1:]) if self.meta_.features == "MS" else list(self.meta_.columns)
+
+    def _format(self, forecast: np.ndarray, future: pd.DatetimeIndex, kind: str, input_options: Mapping):
+        """[H, C_out] raw forecast (model column order) -> the output kind, columns in input order."""
+        columns = self._output_columns()
+        fitted_order = list(self.meta_.input_options.get("input_columns") or columns)
+        order = [columns.index(c) for c in fitted_order if c in columns]
+        forecast, columns = forecast[:, order], [columns[i] for i in order]
+        if kind == "numpy":
+            return forecast
+        wide = pd.DataFrame(forecast, index=future, columns=columns)
+        if kind == "long":
+            return _wide_to_long(wide, input_options)
+        wide.index.name = input_options.get("time_col") or "date"
+        return wide
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, data: Any = None, *, split: str = "test", borders: Any = None, **data_options: Any) -> dict:
+        """MSE/MAE over every window of a split, on the z-scale and the original scale.
+
+        ``data`` None: the fitted data (a benchmark keeps its protocol split). Otherwise a benchmark
+        name, CSV path, frame or array is prepared as in ``fit`` (its scaler is fitted on its own
+        train rows, as the protocol does); ``borders`` are its split (fractions or row borders).
+        ``split`` picks ``"train"``, ``"val"`` or ``"test"``.
+        """
+        from damcha_ts.data import prepare
+        from damcha_ts.training.evaluation import evaluate_loader, scored_scaler, split_loader, summary
+
+        self._check_fitted("evaluate")
+        if data is None and self._series is not None and borders is None and not data_options:
+            series = self._series
+        else:
+            if data is None:
+                data = self.data_config.get("dataset")
+                if data is None:
+                    raise ConfigError("evaluate() needs data: this model was fitted on in-memory data")
+            options = self._prepare_options(data, data_options)
+            if borders is not None:
+                options["split"] = borders
+            series = prepare(data, seq_len=self.lookback, pred_len=self.horizon, **options)
+        loader = split_loader(series, split, batch_size=self.training.batch_size)
+        errors = evaluate_loader(
+            self.model_, loader, scaler=scored_scaler(series), device="cpu", target_only=series.features == "MS"
+        )
+        return {"dataset": series.name, "split": split, **summary(errors)}
+
+    def backtest(self, data: Any = None, n_windows: int = 5, step: int | None = None, **data_options: Any) -> pd.DataFrame:
+        """Rolling-origin forecasts without refitting, as a long frame with a ``cutoff`` column.
+
+        The last window's forecast ends at the last row of ``data``; earlier cutoffs are ``step``
+        (default: ``horizon``) rows apart. Columns: id, time, ``cutoff``, the true value and
+        ``forecast`` (names follow the input's long layout; defaults ``id``, ``date``, ``value``).
+        """
+        self._check_fitted("backtest")
+        step = self.horizon if step is None else int(step)
+        if n_windows < 1 or step < 1:
+            raise ConfigError(f"n_windows and step must be >= 1, got {n_windows} and {step}")
+        if data is None:
+            if self._series is None:
+                raise ConfigError("backtest() needs data: this model was loaded without its training series")
+            values, stamps = self._series.values, self._series.timestamps
+            input_options = self.meta_.input_options
+        else:
+            _, input_options, frame = self._load_history(data, data_options)
+            values, stamps = frame[self.meta_.columns].to_numpy(dtype=np.float64), frame.index
+        last_cutoff = len(values) - self.horizon - 1
+        cutoffs = [last_cutoff - k * step for k in reversed(range(n_windows))]
+        if cutoffs[0] - self.lookback + 1 < 0:
+            raise DataError(
+                f"{n_windows} windows {step} rows apart need {self.lookback + self.horizon + (n_windows - 1) * step} "
+                f"rows (lookback + horizon + (n_windows - 1) * step); the data has {len(values)}"
+            )
+        histories = np.stack([values[c - self.lookback + 1 : c + 1] for c in cutoffs])
+        forecasts = self._forecast(histories, [stamps[c - self.lookback + 1 : c + 1] for c in cutoffs])
+        columns = self._output_columns()
+        truth_columns = [self.meta_.columns.index(c) for c in columns]
+        id_col = input_options.get("id_col", "id")
+        time_col = input_options.get("time_col") or "date"
+        value_col = input_options.get("value_col", "value")
+        pieces = []
+        for k, cutoff in enumerate(cutoffs):
+            future = stamps[cutoff + 1 : cutoff + 1 + self.horizon]
+            truth = values[cutoff + 1 : cutoff + 1 + self.horizon][:, truth_columns]
+            for j, column in enumerate(columns):
+                pieces.append(
+                    pd.DataFrame(
+                        {
+                            id_col: column,
+                            time_col: future,
+                            "cutoff": stamps[cutoff],
+                            value_col: truth[:, j],
+                            "forecast": forecasts[k, :, j],
+                        }
+                    )
+                )
+        return pd.concat(pieces, ignore_index=True)
+
+    # ------------------------------------------------------------------ plotting
+    def plot(
+        self,
+        data: Any = None,
+        *,
+        truth: Any = None,
+        variates: Sequence[str] | None = None,
+        history_steps: int | None = None,
+        path: str | Path | None = None,
+        ax=None,
+        **data_options: Any,
+    ):
+        """Plot history, forecast and (when given) the truth of one or more variates.
+
+        ``truth``: a wide DataFrame indexed by the forecast timestamps, or an array ``[H, N]``.
+        Saves to ``path`` when given. Needs matplotlib (``pip install damcha-ts[plot]``).
+        """
+        from damcha_ts.plotting import plot_forecast
+
+        self._check_fitted("plot")
+        if data is None:
+            values, stamps = self._stored_history()
+        else:
+            _, _, values, stamps = self._history_from(data, data_options)
+        columns = list(self.meta_.columns)
+        history = pd.DataFrame(values, index=stamps, columns=columns)
+        future = self.future_timestamps(stamps[-1])
+        forecast = pd.DataFrame(self._forecast(values[None], [stamps])[0], index=future, columns=self._output_columns())
+        if truth is not None and not isinstance(truth, pd.DataFrame):
+            truth = pd.DataFrame(np.asarray(truth, dtype=np.float64), index=future, columns=self._output_columns())
+        if history_steps is not None:
+            history = history.iloc[-history_steps:]
+        return plot_forecast(history, forecast, truth, variates=variates, path=path, ax=ax, title=self.model_config["name"])
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, directory: str | Path) -> Path:
+        """Write config, weights, scaler, column/frequency metadata and the history tail."""
+        from damcha_ts.training.artifacts import save_model_dir
+
+        self._check_fitted("save")
+        values, stamps = self._history if self._history is not None else (None, None)
+        return save_model_dir(
+            directory,
+            self.model_,
+            self.meta_,
+            training=dataclasses.asdict(self.training),
+            history_values=values,
+            history_timestamps=stamps,
+            metrics=self.fit_result_,
+        )
+
+    @classmethod
+    def load(cls, directory: str | Path, map_location: str = "cpu") -> Forecaster:
+        """A fitted Forecaster from :meth:`save` or from ``run_experiment``'s ``model/`` directory.
+
+        Weights load with ``weights_only=True``; a modified weights file or one that does not fit
+        the saved config is refused (ChecksumError / ConfigError).
+        """
+        from damcha_ts.training.artifacts import load_model_dir
+
+        directory = Path(directory)
+        if not (directory / "forecaster.json").is_file() and (directory / "model" / "forecaster.json").is_file():
+            directory = directory / "model"  # a run directory written by run_experiment / damcha-ts fit
+        loaded = load_model_dir(directory, map_location=map_location)
+        model_config = dict(loaded.model.config.__dict__)
+        training = dict(loaded.training)
+        forecaster = cls(
+            loaded.model.name,
+            horizon=model_config.pop("pred_len"),
+            lookback=model_config.pop("seq_len"),
+            freq=loaded.meta.freq,
+            random_state=training.pop("seed", 2023),
+            max_epochs=training.pop("max_epochs", 10),
+            batch_size=training.pop("batch_size", 32),
+            learning_rate=training.pop("learning_rate", 1e-4),
+            **model_config,
+            **training,
+        )
+        forecaster.model_ = loaded.model
+        forecaster.meta_ = loaded.meta
+        forecaster.data_config = dict(loaded.meta.data_config or {})
+        forecaster.fit_result_ = loaded.metrics
+        if loaded.history_values is not None:
+            forecaster._history = (loaded.history_values, loaded.history_timestamps)
+        return forecaster
+
+    def _check_fitted(self, action: str) -> None:
+        if self.model_ is None:
+            raise ConfigError(f"{action}() called before fit(): call fit(data) or Forecaster.load(directory) first")
+
+    def __repr__(self) -> str:
+        state = "fitted" if self.model_ is not None else "not fitted"
+        return f"Forecaster(model={self.model_config['name']!r}, horizon={self.horizon}, lookback={self.lookback}, {state})"
+
+
+def _model_config(model: str, lookback: int, horizon: int, options: Mapping[str, Any]) -> dict:
+    """The validated, complete model config (ConfigError for unknown names or keys)."""
+    from damcha_ts.models import MODEL_NAMES, make_config, registry
+
+    if not isinstance(model, str) or (model not in MODEL_NAMES and model not in registry.FAMILIES):
+        raise ConfigError(f"unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
+    config = make_config({"name": model, **options, "seq_len": lookback, "pred_len": horizon})
+    family = model.partition("_")[0]
+    name = f"{family}_{getattr(config, registry.FAMILIES[family][2])}"
+    return {"name": name, **dataclasses.asdict(config)}
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copy: tuples to lists, timestamps to strings."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (pd.Timestamp, Path)):
+        return str(value)
+    return value
+
+
+def _describe_input(data: Any, options: Mapping[str, Any]) -> tuple[str, dict]:
+    """("wide" | "long" | "numpy", the options needed to read and write that layout again)."""
+    from damcha_ts.data.frames import TIME_COLUMN_NAMES
+
+    if isinstance(data, np.ndarray):
+        return "numpy", {k: options[k] for k in ("freq", "start", "columns") if options.get(k) is not None}
+    if isinstance(data, pd.DataFrame):
+        columns = [str(c) for c in data.columns]
+        time_col = options.get("time_col") or next((c for c in columns if c.lower() in TIME_COLUMN_NAMES), None)
+        id_col, value_col = options.get("id_col", "id"), options.get("value_col", "value")
+        layout = options.get("layout", "auto")
+        if layout == "long" or (layout == "auto" and set(columns) == {id_col, time_col, value_col}):
+            order = [c for c in columns if c in (id_col, time_col, value_col)]
+            return "long", {"layout": "long", "id_col": id_col, "time_col": time_col, "value_col": value_col, "order": order}
+        return "wide", {"time_col": time_col} if time_col and not isinstance(data.index, pd.DatetimeIndex) else {}
+    return "wide", {}
+
+
+def _input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:
+    """The variate columns of the fit input, in the input's order, named as load_frame names them."""
+    if isinstance(data, np.ndarray):
+        names = options.get("columns")
+        return [str(c) for c in names] if names is not None else [str(i) for i in range(np.atleast_2d(data.T).shape[0])]
+    if isinstance(data, pd.DataFrame):
+        kind, layout = _describe_input(data, options)
+        if kind == "long":
+            return [str(v) for v in pd.unique(data[layout["id_col"]].astype(str))]
+        return [str(c) for c in data.columns if str(c) != layout.get("time_col")]
+    if series.features != "S":
+        return list(series.columns)
+    from damcha_ts.data import load_frame
+
+    load_options = {k: v for k, v in options.items() if k in _INPUT_OPTIONS or k in ("path", "fill", "allow_irregular")}
+    return [str(c) for c in load_frame(data, **load_options).columns]
+
+
+def _wide_to_long(wide: pd.DataFrame, input_options: Mapping[str, Any]) -> pd.DataFrame:
+    id_col = input_options.get("id_col", "id")
+    time_col = input_options.get("time_col") or "date"
+    value_col = input_options.get("value_col", "value")
+    long = wide.rename_axis(time_col).reset_index().melt(id_vars=time_col, var_name=id_col, value_name=value_col)
+    return long[list(input_options.get("order") or (id_col, time_col, value_col))]

@@ -1,0 +1,43 @@
+"""``damcha-ts evaluate --model DIR [--dataset NAME]``: test metrics of a saved model.
+
+Without ``--dataset`` the model is scored on the test split of the data it was trained on (a
+benchmark keeps its protocol split). ``--dataset`` scores it on another benchmark or CSV under the
+same settings (its scaler fitted on its own train rows). ``--split`` picks train, val or test. With
+``--json`` stdout holds exactly one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="MSE/MAE of a saved model over every window of a split",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", required=True, metavar="DIR", help="model directory (from damcha-ts fit --out DIR)")
+    parser.add_argument("--dataset", help="benchmark name or CSV path (default: the training data)")
+    parser.add_argument("--split", default="test", choices=("train", "val", "test"), help="which split (default test)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from damcha_ts.api import Forecaster
+
+    forecaster = Forecaster.load(args.model)
+    scores = forecaster.evaluate(args.dataset, split=args.split)
+    result = {"model": forecaster.model_config["name"], "horizon": forecaster.horizon, **scores}
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"{result['model']} on {result['dataset']} ({args.split}, H={result['horizon']}): MSE {result['mse']:.4f}  "
+        f"MAE {result['mae']:.4f} over {result['windows']} windows "
+        f"(original scale: MSE {result['mse_inverse']:.4f}  MAE {result['mae_inverse']:.4f})"
+    )
+    return 0

@@ -1,0 +1,181 @@
+"""``damcha-ts fit``: train, select on validation, test, and write everything into ``--out``.
+
+    damcha-ts fit --config itransformer_damcha/etth1 --horizon 96 --out runs/etth1_96
+    damcha-ts fit --config my.yaml --set training.max_epochs=3 --set model.d_model=128 --out runs/x
+    damcha-ts fit --data ETTh1 --model itransformer_damcha --horizon 96 --out runs/y
+    damcha-ts fit --data my.csv --model gateformer_mha --horizon 24 --lookback 168 --out runs/z
+    damcha-ts fit --config itransformer_mha/traffic --devices 4 --strategy ddp --out runs/traffic  # multi-GPU
+    damcha-ts fit --config ... --trainer limit_train_batches=20 --out runs/smoke   # any Trainer argument
+
+``--config`` is a YAML path or a shipped config name (``configs/<model>/<dataset>.yaml``). Without
+it, ``--data`` with ``--model`` uses the shipped official config when there is one for that
+benchmark, and the model family's protocol defaults otherwise. DIR receives ``config.yaml``,
+``checkpoints/``, ``logs/metrics.csv``, ``metrics.json``, per-step and per-variate breakdowns,
+``model/`` (for ``damcha-ts predict``) and ``forecast.png``. With ``--json`` stdout holds exactly one
+JSON object (the test metrics); progress and logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_scale_out_arguments(parser: argparse.ArgumentParser) -> None:
+    """Lightning Trainer flags for multi-device / multi-node runs (no code changes needed)."""
+    group = parser.add_argument_group("hardware (passed to lightning.Trainer)")
+    group.add_argument("--accelerator", help="cpu, gpu, auto ... (default: the config's, auto)")
+    group.add_argument("--devices", help="number of devices or 'auto' (DDP when > 1)")
+    group.add_argument("--num-nodes", type=int, help="machines for multi-node DDP (launch with torchrun/srun)")
+    group.add_argument("--strategy", help="ddp, ddp_spawn, auto ... (default: the config's, auto)")
+    group.add_argument("--precision", help="32-true, bf16-mixed, 16-mixed (default: bf16-mixed on CUDA, else 32-true)")
+
+
+def add_trainer_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trainer", dest="trainer_kwargs", action="append", default=[], metavar="KEY=VALUE",
+        help="extra lightning.Trainer argument, e.g. --trainer limit_train_batches=50 (repeatable; values are YAML)",
+    )
+
+
+def trainer_kwargs(args: argparse.Namespace) -> dict:
+    """``--trainer key=value`` pairs as a dict of YAML-parsed values."""
+    import yaml
+
+    from damcha_ts.errors import ConfigError
+
+    result = {}
+    for text in args.trainer_kwargs:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--trainer {text!r} must look like key=value")
+        result[key.strip()] = yaml.safe_load(value) if value.strip() else None
+    return result
+
+
+def scale_out_overrides(args: argparse.Namespace) -> list[str]:
+    overrides = []
+    for flag, key in (
+        ("accelerator", "accelerator"),
+        ("devices", "devices"),
+        ("num_nodes", "num_nodes"),
+        ("strategy", "strategy"),
+        ("precision", "precision"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides.append(f"training.{key}={value}")
+    return overrides
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "fit",
+        help="train and test a model from a config (or --data/--model), writing model, metrics, logs, plot",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_argument_group("what to train")
+    source.add_argument("--config", help="run config: YAML path or shipped name such as itransformer_damcha/etth1")
+    source.add_argument("--data", help="benchmark name or CSV path (without --config)")
+    source.add_argument("--model", help="itransformer_mha, itransformer_damcha, gateformer_mha, gateformer_damcha")
+    source.add_argument("--horizon", type=int, help="forecast horizon H (picks per-horizon config sections)")
+    source.add_argument("--lookback", type=int, help="input length L (default 96)")
+    source.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config value, e.g. --set training.max_epochs=3 (repeatable; values are YAML)",
+    )
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--resume", action="store_true", help="continue from DIR/checkpoints/last.ckpt")
+    parser.add_argument("--no-plot", action="store_true", help="skip forecast.png")
+    parser.add_argument("--json", action="store_true", help="print the test metrics as one JSON object on stdout")
+    add_scale_out_arguments(parser)
+    add_trainer_argument(parser)
+    parser.set_defaults(func=run)
+
+
+def resolve_cli_config(args: argparse.Namespace) -> dict:
+    """The run config the command line describes (see the module docstring)."""
+    from damcha_ts.errors import ConfigError
+    from damcha_ts.training import load_run_config
+
+    overrides = [*scale_out_overrides(args), *args.overrides]
+    if args.lookback is not None:
+        overrides.insert(0, f"data.seq_len={args.lookback}")
+    if args.config:
+        if args.data or args.model:
+            raise ConfigError("give either --config or --data/--model, not both (use --set to change a config)")
+        return load_run_config(args.config, horizon=args.horizon, overrides=overrides)
+    if not (args.data and args.model):
+        raise ConfigError("give --config CONFIG, or --data DATASET_OR_CSV with --model NAME")
+    return load_run_config(default_config(args.data, args.model), horizon=args.horizon, overrides=overrides)
+
+
+def default_config(data: str, model: str) -> dict:
+    """The official config of a benchmark when shipped, else the family's protocol defaults."""
+    from damcha_ts.data.registry import get_spec, is_benchmark_name
+    from damcha_ts.models import MODEL_NAMES
+    from damcha_ts.training.config import CONFIG_ROOT, official_config_name
+    from damcha_ts.errors import ConfigError
+
+    if model not in MODEL_NAMES:
+        raise ConfigError(f"--model {model!r} is not one of {', '.join(MODEL_NAMES)}")
+    if is_benchmark_name(data) and not Path(data).is_file():
+        official = official_config_name(model, get_spec(data).name)
+        if official is not None:
+            return {"extends": str(CONFIG_ROOT / f"{official}.yaml")}
+    family = model.partition("_")[0]
+    config = {
+        "extends": str(CONFIG_ROOT / "_base" / f"{family}.yaml"),
+        "data": {"dataset": data},
+        "model": {"name": model},
+    }
+    if not is_benchmark_name(data):
+        # User data: time marks from its own frequency (the benchmark convention is hourly marks).
+        config["data"]["time_features_freq"] = None
+    return config
+
+
+def write_forecast_plot(out_dir: Path, config: dict) -> Path:
+    """Plot the last test window of the run: its lookback, the forecast and the truth."""
+    import pandas as pd
+
+    from damcha_ts.api import Forecaster
+    from damcha_ts.training.runner import prepare_series
+
+    forecaster = Forecaster.load(out_dir)
+    series = prepare_series(config["data"])
+    L, H = series.seq_len, series.pred_len
+    end = series.borders["test"][1]
+    frame = pd.DataFrame(series.values, index=series.timestamps, columns=series.columns)
+    history, truth = frame.iloc[end - H - L : end - H], frame.iloc[end - H : end]
+    path = out_dir / "forecast.png"
+    forecaster.plot(history, truth=truth, path=path, allow_irregular=True)
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    from damcha_ts.training import run_experiment
+
+    config = resolve_cli_config(args)
+    out_dir = Path(args.out)
+    # The progress bar goes to stderr; it is only useful on a terminal (not in CI logs).
+    result = run_experiment(
+        config, out_dir, resume=args.resume, progress=sys.stderr.isatty(), trainer_kwargs=trainer_kwargs(args)
+    )
+    if not args.no_plot:
+        result["plot"] = str(write_forecast_plot(out_dir, config))
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"{result['model']} on {result['dataset']} H={result['horizon']}: test MSE {result['mse']:.4f}  "
+        f"MAE {result['mae']:.4f} over {result['test_windows']} windows "
+        f"(original scale: MSE {result['mse_inverse']:.4f}  MAE {result['mae_inverse']:.4f})\n"
+        f"best epoch {result['best_epoch'] + 1} of {result['epochs_run']}, val loss {result['best_val_loss']:.4f}, "
+        f"{result['seconds_per_epoch']:.1f} s/epoch, {result['n_params']:,} parameters\n"
+        f"written to {out_dir}"
+    )
+    return 0

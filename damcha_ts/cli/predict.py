@@ -1,0 +1,87 @@
+"""``damcha-ts predict --model DIR --input history.csv --output forecast.csv``: forecast the future.
+
+DIR is a directory written by ``damcha-ts fit`` (or ``Forecaster.save``). The input CSV holds the
+recent history in the layout the model was fitted on: wide (a time column and the same variate
+columns) or long (``--id-col``, ``--time-col``, ``--value-col``). Without ``--input`` the forecast
+continues the data the model was trained on. The output CSV has the ``horizon`` rows after the last
+input timestamp, in the input's layout. With ``--json`` stdout holds one JSON object describing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import pandas as pd
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "predict",
+        help="forecast the steps after a history CSV with a saved model",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", required=True, metavar="DIR", help="model directory (from damcha-ts fit --out DIR)")
+    parser.add_argument("--input", metavar="CSV", help="history CSV (default: continue the training data)")
+    parser.add_argument("--output", metavar="CSV", help="forecast CSV to write (default: print CSV to stdout)")
+    parser.add_argument("--time-col", help="name of the time column (default: date/time/timestamp/ds)")
+    parser.add_argument("--id-col", help="series id column of a long CSV")
+    parser.add_argument("--value-col", help="value column of a long CSV")
+    parser.add_argument("--fill", choices=("ffill", "interpolate", "zero"), help="how to fill NaNs in the history")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    parser.set_defaults(func=run)
+
+
+def read_history(path: str) -> pd.DataFrame:
+    from damcha_ts.errors import DataError, DatasetNotFoundError
+
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError as exc:
+        raise DatasetNotFoundError(f"--input {path}: no such file") from exc
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DataError(f"--input {path}: cannot be read as CSV: {exc}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    from damcha_ts.api import Forecaster
+
+    forecaster = Forecaster.load(args.model)
+    options = {
+        key: value
+        for key, value in (("time_col", args.time_col), ("id_col", args.id_col), ("value_col", args.value_col), ("fill", args.fill))
+        if value is not None
+    }
+    if args.input is None:
+        forecast = forecaster.predict()
+    else:
+        if args.id_col or args.value_col:
+            options["layout"] = "long"
+        # Read as a frame so that the forecast comes back in the file's own layout.
+        forecast = forecaster.predict(read_history(args.input), **options)
+    # Wide forecasts are indexed by their timestamps; long ones carry a time column.
+    wide = isinstance(forecast.index, pd.DatetimeIndex)
+    if args.output:
+        forecast.to_csv(args.output, index=wide)
+    elif not args.json:
+        forecast.to_csv(sys.stdout, index=wide)
+    if args.json:
+        times = forecast.index if wide else forecast[forecast.columns[1]]
+        print(
+            json.dumps(
+                {
+                    "model": forecaster.model_config["name"],
+                    "horizon": forecaster.horizon,
+                    "output": args.output,
+                    "rows": len(forecast),
+                    "columns": [str(c) for c in forecast.columns],
+                    "first_timestamp": str(times.min()),
+                    "last_timestamp": str(times.max()),
+                }
+            )
+        )
+    elif args.output:
+        print(f"wrote {len(forecast)} rows to {args.output}", file=sys.stderr)
+    return 0

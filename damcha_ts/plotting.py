@@ -1,0 +1,73 @@
+"""Forecast plots: history, forecast and (when known) truth, one panel per variate.
+
+matplotlib is an optional dependency (``pip install damcha-ts[plot]``), imported only here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from damcha_ts.errors import ConfigError
+
+
+def plot_forecast(
+    history: pd.DataFrame,
+    forecast: pd.DataFrame,
+    truth: pd.DataFrame | None = None,
+    *,
+    variates: Sequence[str] | None = None,
+    max_variates: int = 4,
+    path: str | Path | None = None,
+    ax=None,
+    title: str | None = None,
+):
+    """Draw wide frames (DatetimeIndex rows, one column per variate) and return the Figure.
+
+    Args:
+        history: the input rows, [L, N].
+        forecast: the predicted rows, [H, N'] (N' may be the target only).
+        truth: the actual future rows, same index and columns as ``forecast``, or None.
+        variates: columns to draw (default: the first ``max_variates`` forecast columns; the
+            target, being last, is always included).
+        path: save the figure there (PNG, PDF, SVG... by extension) and close it.
+        ax: draw a single variate into this Axes instead of a new figure.
+    """
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("plotting needs matplotlib: pip install 'damcha-ts[plot]'") from exc
+
+    columns = list(forecast.columns)
+    if variates is None:
+        variates = columns[: max_variates - 1] + [columns[-1]] if len(columns) > max_variates else columns
+    unknown = [v for v in variates if v not in columns]
+    if unknown:
+        raise ConfigError(f"variates {unknown} are not forecast columns; choose from {columns}")
+    if ax is not None:
+        if len(variates) != 1:
+            raise ConfigError("ax= draws one variate; pass variates=[name]")
+        figure, axes = ax.figure, [ax]
+    else:
+        figure, axes = plt.subplots(len(variates), 1, figsize=(10, 2.4 * len(variates)), sharex=True, squeeze=False)
+        axes = list(axes[:, 0])
+    for axis, name in zip(axes, variates):
+        if name in history.columns:
+            axis.plot(history.index, history[name], color="0.35", linewidth=1.0, label="history")
+        if truth is not None and name in truth.columns:
+            axis.plot(truth.index, truth[name], color="tab:green", linewidth=1.0, label="truth")
+        axis.plot(forecast.index, forecast[name], color="tab:blue", linewidth=1.4, label="forecast")
+        axis.axvline(forecast.index[0], color="0.6", linestyle=":", linewidth=0.8)
+        axis.set_ylabel(str(name))
+    axes[0].legend(loc="upper left", fontsize="small", ncol=3)
+    if title:
+        axes[0].set_title(title)
+    figure.autofmt_xdate()
+    figure.tight_layout()
+    if path is not None:
+        figure.savefig(path, dpi=120)
+        if ax is None:
+            plt.close(figure)
+    return figure

@@ -1,0 +1,302 @@
+"""Train, select and test one model: the function behind the CLI, the leaderboard and the tuner."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.fabric.utilities.rank_zero import rank_zero_info, rank_zero_only
+
+from damcha_ts.errors import ConfigError
+from damcha_ts.training.callbacks import EpochTimer
+from damcha_ts.training.config import TrainingConfig, config_hash, load_run_config
+from damcha_ts.training.evaluation import breakdowns, evaluate_loader, scored_columns, scored_scaler, summary
+from damcha_ts.training.module import ForecastModule
+
+CHECKPOINT_DIR = "checkpoints"
+LOG_DIR = "logs"
+MODEL_DIR = "model"
+
+
+def resolve_precision(training: TrainingConfig, accelerator: str) -> str:
+    """``"auto"`` -> bf16-mixed on CUDA, 32-true elsewhere (bf16 on CPU is slower, not faster)."""
+    if training.precision != "auto":
+        return training.precision
+    on_cuda = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+    return "bf16-mixed" if on_cuda else "32-true"
+
+
+def build_trainer(
+    training: TrainingConfig,
+    out_dir: Path,
+    *,
+    callbacks: Sequence[L.Callback] = (),
+    progress: bool = True,
+    trainer_kwargs: Mapping[str, Any] | None = None,
+) -> L.Trainer:
+    """A Trainer with the protocol's callbacks: early stopping on val_loss, best + last checkpoints.
+
+    ``trainer_kwargs`` go to ``L.Trainer`` last, so they win (``devices``, ``strategy``,
+    ``num_nodes``, ``limit_train_batches``, ...). Their ``callbacks`` are added to ours.
+    """
+    from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
+    from lightning.pytorch.loggers import CSVLogger
+
+    kwargs = dict(trainer_kwargs or {})
+    extra_callbacks = list(kwargs.pop("callbacks", []) or [])
+    accelerator = kwargs.get("accelerator", training.accelerator)
+    all_callbacks = [
+        EarlyStopping(monitor="val_loss", mode="min", patience=training.patience),
+        ModelCheckpoint(
+            dirpath=out_dir / CHECKPOINT_DIR,
+            filename="best",
+            monitor="val_loss",
+            mode="min",
+            save_top_k=1,
+            save_last=True,
+            enable_version_counter=False,
+        ),
+        LearningRateMonitor(logging_interval="epoch"),
+        EpochTimer(),
+        *callbacks,
+        *extra_callbacks,
+    ]
+    if progress:
+        all_callbacks.append(TQDMProgressBar(refresh_rate=10))
+    settings = {
+        "max_epochs": training.max_epochs,
+        "accelerator": training.accelerator,
+        "devices": training.devices,
+        "strategy": training.strategy,
+        "num_nodes": training.num_nodes,
+        "precision": resolve_precision(training, accelerator),
+        "deterministic": training.deterministic,
+        "gradient_clip_val": training.gradient_clip_val,
+        "default_root_dir": str(out_dir),
+        "logger": CSVLogger(str(out_dir), name=LOG_DIR, version=""),
+        "enable_progress_bar": progress,
+        "enable_model_summary": progress,
+        "callbacks": all_callbacks,
+    }
+    settings.update(kwargs)
+    if settings["logger"] in (None, False):
+        # Nothing to write learning rates to.
+        settings["callbacks"] = [c for c in all_callbacks if not isinstance(c, LearningRateMonitor)]
+    return L.Trainer(**settings)
+
+
+@dataclass
+class FitResult:
+    """What :func:`fit_series` leaves behind: the module with the best weights and its trainer."""
+
+    module: ForecastModule
+    trainer: L.Trainer
+    datamodule: Any
+    best_checkpoint: str
+    best_val_loss: float
+    epochs_run: int
+    best_epoch: int
+    timing: dict
+
+
+def prepare_series(data_config: Mapping[str, Any]):
+    """The :class:`damcha_ts.data.SeriesData` a ``data`` config section describes."""
+    from damcha_ts.data import prepare
+
+    options = dict(data_config)
+    source = options.pop("dataset")
+    return prepare(source, **options)
+
+
+def fit_series(
+    series,
+    model_config: Mapping[str, Any],
+    training: TrainingConfig,
+    out_dir: str | Path,
+    *,
+    resume: bool = False,
+    callbacks: Sequence[L.Callback] = (),
+    trainer_kwargs: Mapping[str, Any] | None = None,
+    progress: bool = True,
+) -> FitResult:
+    """Train on a prepared series with early stopping, then reload the best checkpoint's weights.
+
+    With ``resume=True`` training continues from ``out_dir/checkpoints/last.ckpt`` when it exists
+    (weights, optimizer, scheduler, loop and callback state, and the train sampler's generator,
+    see :class:`ForecastModule`), so an interrupted run ends where an uninterrupted one would.
+    ``timing`` covers the epochs run by this call.
+    """
+    from damcha_ts.data import ForecastDataModule
+
+    out_dir = Path(out_dir)
+    last = out_dir / CHECKPOINT_DIR / "last.ckpt"
+    ckpt_path = str(last) if resume and last.is_file() else None
+    if resume and ckpt_path is None:
+        rank_zero_info(f"resume: no {last} yet, starting from scratch")
+    if ckpt_path is None and rank_zero_only.rank == 0:
+        # A fresh run owns these folders: stale checkpoints would be mistaken for this run's.
+        for stale in (out_dir / CHECKPOINT_DIR, out_dir / LOG_DIR):
+            shutil.rmtree(stale, ignore_errors=True)
+
+    L.seed_everything(training.seed, workers=True, verbose=False)
+    datamodule = ForecastDataModule(
+        series, batch_size=training.batch_size, num_workers=training.num_workers, seed=training.seed
+    )
+    module = ForecastModule(model_config, dataclasses.asdict(training), target_only=series.features == "MS")
+    trainer = build_trainer(
+        training, out_dir, callbacks=callbacks, progress=progress, trainer_kwargs=trainer_kwargs
+    )
+    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+
+    checkpoint = trainer.checkpoint_callback
+    best_path = checkpoint.best_model_path if checkpoint is not None else ""
+    best_val = float(checkpoint.best_model_score) if checkpoint and checkpoint.best_model_score is not None else float("nan")
+    trainer.strategy.barrier("damcha_ts.best_checkpoint")
+    best_epoch = trainer.current_epoch - 1
+    if best_path:
+        state = torch.load(best_path, map_location="cpu", weights_only=True)
+        module.load_state_dict(state["state_dict"])
+        best_epoch = int(state["epoch"])
+    timer = next(c for c in trainer.callbacks if isinstance(c, EpochTimer))
+    return FitResult(
+        module=module,
+        trainer=trainer,
+        datamodule=datamodule,
+        best_checkpoint=best_path,
+        best_val_loss=best_val,
+        epochs_run=trainer.current_epoch,
+        best_epoch=best_epoch,
+        timing=timer.summary(),
+    )
+
+
+def run_experiment(
+    config: Mapping[str, Any],
+    out_dir: str | Path,
+    *,
+    resume: bool = False,
+    callbacks: Sequence = (),
+    trainer_kwargs: dict | None = None,
+    evaluate_test: bool = True,
+    progress: bool = True,
+) -> dict:
+    """Train one configured model, select it on validation, test it, and write the results.
+
+    Writes into ``out_dir``: ``config.yaml`` (the resolved config), ``checkpoints/{best,last}.ckpt``,
+    ``logs/metrics.csv`` (CSVLogger), ``metrics.json``, ``metrics_per_step.csv`` and
+    ``metrics_per_variate.csv`` (test breakdowns), and ``model/`` (a directory that
+    :meth:`damcha_ts.Forecaster.load` reads). Files are written once, by the global-zero rank.
+
+    Args:
+        config: a resolved or raw run config (see :func:`load_run_config`).
+        resume: continue from ``out_dir/checkpoints/last.ckpt`` if present; the saved config
+            must hash the same as ``config``.
+        callbacks: extra Lightning callbacks (e.g. Optuna's pruning callback on ``val_loss``).
+        trainer_kwargs: passed to ``L.Trainer`` last (``devices``, ``strategy``, ``num_nodes``, ...).
+        evaluate_test: False never touches the test split (for tuning on validation only).
+
+    Returns:
+        ``mse``, ``mae``, ``mse_inverse``, ``mae_inverse`` and ``test_windows`` (when
+        ``evaluate_test``), ``best_val_loss``, ``epochs_run``, ``best_epoch``, ``n_params``, ``world_size``,
+        ``seconds_per_epoch``, ``train_seconds_per_epoch``, ``data_wait_fraction``,
+        ``wall_seconds``, ``config_hash``, ``out_dir``.
+    """
+    import yaml
+
+    started = time.perf_counter()
+    config = load_run_config(config)
+    digest = config_hash(config)
+    out_dir = Path(out_dir)
+    saved_config = out_dir / "config.yaml"
+    if resume and saved_config.is_file():
+        previous = yaml.safe_load(saved_config.read_text(encoding="utf-8"))
+        if config_hash(previous) != digest:
+            raise ConfigError(
+                f"cannot resume in {out_dir}: its config.yaml (hash {config_hash(previous)}) differs "
+                f"from this config (hash {digest}); use another --out or drop --resume"
+            )
+    if rank_zero_only.rank == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        saved_config.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+
+    series = prepare_series(config["data"])
+    training = TrainingConfig.from_dict(config["training"])
+    fit = fit_series(
+        series,
+        config["model"],
+        training,
+        out_dir,
+        resume=resume,
+        callbacks=callbacks,
+        trainer_kwargs=trainer_kwargs,
+        progress=progress,
+    )
+    from damcha_ts.models import count_parameters
+
+    result: dict[str, Any] = {
+        "model": config["model"]["name"],
+        "dataset": str(config["data"]["dataset"]),
+        "horizon": config["data"]["pred_len"],
+        "best_val_loss": fit.best_val_loss,
+        "epochs_run": fit.epochs_run,
+        "best_epoch": fit.best_epoch,
+        "n_params": count_parameters(fit.module.model),
+        "world_size": fit.trainer.world_size,
+        **fit.timing,
+    }
+    tables = None
+    if evaluate_test:
+        errors = evaluate_test_split(fit, series)
+        scores = summary(errors)
+        result.update({k: scores[k] for k in ("mse", "mae", "mse_inverse", "mae_inverse")})
+        result["test_windows"] = scores["windows"]
+        tables = breakdowns(errors, scored_columns(series))
+    result["wall_seconds"] = time.perf_counter() - started
+    result["config_hash"] = digest
+    result["out_dir"] = str(out_dir)
+
+    if fit.trainer.is_global_zero:
+        from damcha_ts.training.artifacts import SeriesMeta, save_model_dir
+
+        (out_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        if tables is not None:
+            _write_table(out_dir / "metrics_per_step.csv", tables[0])
+            _write_table(out_dir / "metrics_per_variate.csv", tables[1])
+        save_model_dir(
+            out_dir / MODEL_DIR,
+            fit.module.model,
+            SeriesMeta.from_series(series, data_config=config["data"]),
+            training=config["training"],
+            history_values=series.values[-series.seq_len :],
+            history_timestamps=series.timestamps[-series.seq_len :],
+            metrics={k: v for k, v in result.items() if isinstance(v, (int, float, str))},
+        )
+    return result
+
+
+def evaluate_test_split(fit: FitResult, series):
+    """Errors of the best model over every test window (no window dropped, nothing duplicated).
+
+    Each rank evaluates the whole split in a plain loop (not ``trainer.test``, whose DDP sampler
+    would pad the split with repeated windows), so all ranks report identical numbers.
+    """
+    loader = fit.datamodule.test_dataloader()
+    device = fit.trainer.strategy.root_device
+    fit.module.to(device)
+    return evaluate_loader(
+        fit.module.model, loader, scaler=scored_scaler(series), device=device, target_only=fit.module.target_only
+    )
+
+
+def _write_table(path: Path, table: Mapping[str, list]) -> None:
+    import pandas as pd
+
+    pd.DataFrame(table).to_csv(path, index=False)

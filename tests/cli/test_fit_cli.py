@@ -1,0 +1,122 @@
+"""``damcha-ts fit / predict / evaluate / quickstart`` end to end on real ETTh1 (tiny models)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from damcha_ts.cli.main import main
+
+TINY = ["--set", "model.d_model=16", "--set", "model.d_ff=16", "--set", "model.n_heads=2", "--set", "model.generator_hidden=[8]"]
+SHORT = ["--set", "training.max_epochs=1", "--trainer", "limit_train_batches=5", "--trainer", "limit_val_batches=3"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def data_root() -> Path:
+    root = os.environ.get("DAMCHA_TS_DATA")
+    if not root or not Path(root).is_dir():
+        pytest.fail("set DAMCHA_TS_DATA to the directory of the shared benchmark CSVs (../shared/data)")
+    return Path(root)
+
+
+def run_json(capsys, argv: list[str]) -> dict:
+    """Run the CLI in-process; stdout must hold exactly one JSON object."""
+    capsys.readouterr()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def fitted_run(tmp_path_factory, data_root):
+    out = tmp_path_factory.mktemp("cli") / "run"
+    argv = ["fit", "--data", "ETTh1", "--model", "itransformer_damcha", "--horizon", "24", *TINY, *SHORT, "--out", str(out), "--json"]
+    stdout = io.StringIO()  # capsys is function-scoped; this fixture is shared by the module
+    with contextlib.redirect_stdout(stdout):
+        assert main(argv) == 0
+    return out, json.loads(stdout.getvalue())
+
+
+def test_fit_prints_one_json_object_and_writes_the_run(fitted_run):
+    out, result = fitted_run
+    assert result["model"] == "itransformer_damcha" and result["dataset"] == "ETTh1" and result["horizon"] == 24
+    assert result == json.loads((out / "metrics.json").read_text()) | {"plot": str(out / "forecast.png")}
+    assert result["test_windows"] == 2857 and result["train_batches_per_epoch"] == 5
+    for name in ("config.yaml", "metrics_per_step.csv", "metrics_per_variate.csv", "forecast.png", "logs/metrics.csv", "model/weights.pt"):
+        assert (out / name).is_file(), name
+    # Without --config the official ETTh1 config was used, with the --set overrides on top.
+    config = (out / "config.yaml").read_text()
+    assert "seed: 2023" in config and "d_model: 16" in config and "batch_size: 32" in config
+
+
+def test_predict_writes_the_future_after_the_input(fitted_run, data_root, tmp_path, capsys):
+    out, _ = fitted_run
+    history = pd.read_csv(data_root / "ETTh1.csv.gz").iloc[3000:3200]
+    history.to_csv(tmp_path / "history.csv", index=False)
+    summary = run_json(capsys, ["predict", "--model", str(out), "--input", str(tmp_path / "history.csv"), "--output", str(tmp_path / "forecast.csv"), "--json"])
+    forecast = pd.read_csv(tmp_path / "forecast.csv", parse_dates=["date"])
+    last = pd.Timestamp(history["date"].iloc[-1])
+    assert list(forecast["date"]) == [last + pd.Timedelta(hours=k) for k in range(1, 25)]
+    assert list(forecast.columns) == list(history.columns) and summary["rows"] == 24
+
+    from damcha_ts import Forecaster
+
+    expected = Forecaster.load(out).predict(history.set_index(pd.to_datetime(history["date"])).drop(columns="date"))
+    pd.testing.assert_frame_equal(forecast.set_index("date"), expected, check_freq=False, check_names=False, rtol=1e-12)
+
+
+def test_predict_keeps_a_long_layout(fitted_run, data_root, tmp_path, capsys):
+    out, _ = fitted_run
+    history = pd.read_csv(data_root / "ETTh1.csv.gz").iloc[3000:3200]
+    history.melt(id_vars="date", var_name="sensor", value_name="reading").to_csv(tmp_path / "long.csv", index=False)
+    run_json(capsys, ["predict", "--model", str(out), "--input", str(tmp_path / "long.csv"), "--id-col", "sensor", "--value-col", "reading", "--output", str(tmp_path / "f.csv"), "--json"])
+    forecast = pd.read_csv(tmp_path / "f.csv")
+    assert list(forecast.columns) == ["date", "sensor", "reading"] and len(forecast) == 24 * 7
+
+
+def test_evaluate_reproduces_the_fit_metrics(fitted_run, capsys):
+    out, result = fitted_run
+    scores = run_json(capsys, ["evaluate", "--model", str(out), "--json"])
+    assert (scores["mse"], scores["mae"], scores["windows"]) == (result["mse"], result["mae"], result["test_windows"])
+    other = run_json(capsys, ["evaluate", "--model", str(out), "--dataset", "ETTh2", "--json"])
+    assert other["dataset"] == "ETTh2" and other["mse"] != scores["mse"]
+
+
+def test_fit_from_a_config_file(tmp_path, data_root, capsys):
+    config = tmp_path / "mine.yaml"
+    config.write_text("extends: itransformer_mha/etth2   # a shipped config\nmodel:\n  d_model: 16\n  d_ff: 16\n")
+    result = run_json(capsys, ["fit", "--config", str(config), "--horizon", "48", *SHORT, "--out", str(tmp_path / "r"), "--no-plot", "--json"])
+    assert (result["model"], result["dataset"], result["horizon"]) == ("itransformer_mha", "ETTh2", 48)
+    assert not (tmp_path / "r" / "forecast.png").exists()
+
+
+def test_fit_errors_exit_2_and_name_the_problem(tmp_path, capsys):
+    assert main(["fit", "--data", "ETTh1", "--model", "itransformer_mha", "--set", "model.d_modle=3", "--out", str(tmp_path)]) == 2
+    assert "model.d_modle" in capsys.readouterr().err
+    assert main(["fit", "--config", "itransformer_mha/etth1", "--data", "ETTh1", "--out", str(tmp_path)]) == 2
+    assert "either --config or --data" in capsys.readouterr().err
+    assert main(["fit", "--data", "ETTh1", "--model", "itransformer", "--out", str(tmp_path)]) == 2
+    assert "--model 'itransformer'" in capsys.readouterr().err
+
+
+def test_quickstart_reports_the_published_itransformer_figure(tmp_path, data_root, capsys):
+    result = run_json(capsys, ["quickstart", "--out", str(tmp_path / "q"), *TINY, *SHORT, "--json"])
+    # protocol.md §4, ETTh1 H=96: iTransformer 0.386 / 0.405.
+    assert result["published_itransformer"] == {"mse": 0.386, "mae": 0.405}
+    assert (result["model"], result["dataset"], result["horizon"]) == ("itransformer_damcha", "ETTh1", 96)
+    assert Path(result["plot"]).is_file() and result["test_windows"] == 2785

@@ -1,0 +1,227 @@
+"""The Forecaster API on real benchmark data: fit, forecast the future, save/load, evaluate, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from damcha_ts import Forecaster
+from damcha_ts.errors import ChecksumError, ConfigError, DataError
+
+TINY = {"d_model": 16, "d_ff": 16, "n_heads": 2, "generator_hidden": [8]}
+QUICK = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False, "limit_train_batches": 3, "limit_val_batches": 2, "deterministic": True}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def data_root() -> Path:
+    root = os.environ.get("DAMCHA_TS_DATA")
+    if not root or not Path(root).is_dir():
+        pytest.fail("set DAMCHA_TS_DATA to the directory of the shared benchmark CSVs (../shared/data)")
+    return Path(root)
+
+
+def read(data_root: Path, name: str) -> pd.DataFrame:
+    """A benchmark CSV as a plain user frame (DatetimeIndex, one column per variate)."""
+    return pd.read_csv(data_root / name, parse_dates=["date"], index_col="date")
+
+
+@pytest.fixture(scope="module")
+def etth1(data_root) -> pd.DataFrame:
+    return read(data_root, "ETTh1.csv.gz").iloc[:1500]
+
+
+def tiny(horizon: int = 24, lookback: int = 48, **kwargs) -> Forecaster:
+    return Forecaster("itransformer_damcha", horizon=horizon, lookback=lookback, max_epochs=1, trainer_kwargs=QUICK, **TINY, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def fitted(etth1) -> Forecaster:
+    return tiny().fit(etth1)
+
+
+def test_predict_forecasts_the_steps_after_the_history(fitted, etth1):
+    forecast = fitted.predict()
+    assert isinstance(forecast, pd.DataFrame) and list(forecast.columns) == list(etth1.columns)
+    expected = [etth1.index[-1] + pd.Timedelta(hours=k) for k in range(1, 25)]
+    assert list(forecast.index) == expected
+    # Forecasting from the same rows given explicitly is the same forecast.
+    pd.testing.assert_frame_equal(fitted.predict(etth1.iloc[-100:]), forecast)
+    # An earlier history ends earlier.
+    earlier = fitted.predict(etth1.iloc[:700])
+    assert earlier.index[0] == etth1.index[700] and not np.allclose(earlier.to_numpy(), forecast.to_numpy())
+
+
+def test_forecast_is_the_model_applied_to_the_scaled_history(fitted, etth1):
+    """Independent path: scale by hand with the train rows' statistics, run the network, unscale."""
+    from damcha_ts.data import time_features
+
+    train = etth1.to_numpy()[: int(0.7 * len(etth1))]
+    mean, std = train.mean(0), train.std(0)
+    history = etth1.iloc[-48:]
+    marks, _ = time_features(history.index, "h")
+    x = torch.tensor((history.to_numpy() - mean) / std, dtype=torch.float32)[None]
+    with torch.no_grad():
+        out = fitted.model_.eval()(x, torch.from_numpy(marks)[None]).double().numpy()[0]
+    np.testing.assert_allclose(fitted.predict().to_numpy(), out * std + mean, rtol=1e-5, atol=1e-6)
+
+
+def test_save_load_predict_is_identical(fitted, etth1, tmp_path):
+    fitted.save(tmp_path / "model")
+    loaded = Forecaster.load(tmp_path / "model")
+    pd.testing.assert_frame_equal(loaded.predict(), fitted.predict())
+    pd.testing.assert_frame_equal(loaded.predict(etth1.iloc[:900]), fitted.predict(etth1.iloc[:900]))
+    assert loaded.evaluate(etth1) == fitted.evaluate(etth1)
+    assert (loaded.horizon, loaded.lookback, loaded.model_config) == (fitted.horizon, fitted.lookback, fitted.model_config)
+
+
+def test_tampered_or_mismatched_weights_are_refused(fitted, tmp_path):
+    directory = fitted.save(tmp_path / "model")
+    weights = directory / "weights.pt"
+    original = weights.read_bytes()
+    tampered = bytearray(original)
+    tampered[-20] ^= 0xFF
+    weights.write_bytes(bytes(tampered))
+    with pytest.raises(ChecksumError, match="sha256"):
+        Forecaster.load(directory)
+    weights.write_bytes(original)
+    Forecaster.load(directory)  # intact again
+
+    # Weights of another architecture, with a matching digest: the config check refuses them.
+    meta = json.loads((directory / "forecaster.json").read_text())
+    meta["model"]["d_model"] = 32
+    meta["model"]["d_ff"] = 32
+    (directory / "forecaster.json").write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="shape mismatch"):
+        Forecaster.load(directory)
+
+
+@pytest.mark.parametrize(
+    ("file", "rows", "step", "transform"),
+    [
+        ("ETTh1.csv.gz", slice(0, 1200), pd.Timedelta(hours=1), None),
+        ("ETTm1.csv.gz", slice(-1200, None), pd.Timedelta(minutes=15), None),
+        ("weather.csv.gz", slice(-1200, None), pd.Timedelta(minutes=10), None),
+        ("ETTh1.csv.gz", slice(None), pd.Timedelta(days=1), "daily"),
+    ],
+    ids=["hourly", "15min", "10min", "daily"],
+)
+def test_future_timestamps_for_each_frequency(data_root, file, rows, step, transform):
+    frame = read(data_root, file).iloc[rows]
+    if transform == "daily":
+        frame = frame.resample("D").mean()  # 725 real daily means
+    forecaster = tiny(horizon=12, lookback=24).fit(frame)
+    forecast = forecaster.predict()
+    assert list(forecast.index) == [frame.index[-1] + k * step for k in range(1, 13)]
+    history = frame.iloc[: len(frame) // 2]
+    assert list(forecaster.predict(history).index) == [history.index[-1] + k * step for k in range(1, 13)]
+
+
+def test_wide_long_and_numpy_inputs_give_the_same_forecasts(etth1):
+    frame = etth1.iloc[:800]
+    long = frame.rename_axis("ds").reset_index().melt(id_vars="ds", var_name="series", value_name="y")
+    wide_forecast = tiny().fit(frame).predict()
+    long_forecast = tiny().fit(long, id_col="series", time_col="ds", value_col="y").predict()
+    array_forecast = tiny(freq="h").fit(frame.to_numpy(), start=frame.index[0]).predict()
+
+    assert isinstance(array_forecast, np.ndarray) and array_forecast.shape == (24, 7)
+    np.testing.assert_array_equal(array_forecast, wide_forecast.to_numpy())
+    assert list(long_forecast.columns) == ["ds", "series", "y"]
+    assert list(pd.unique(long_forecast["series"])) == list(frame.columns)
+    pivoted = long_forecast.pivot(index="ds", columns="series", values="y")[list(frame.columns)]
+    assert list(pivoted.index) == list(wide_forecast.index)
+    # Equal data, but not bit-equal forecasts: a pivoted long frame comes out of prepare() with
+    # row-major arrays where a wide frame gives column-major ones, the window tensors inherit those
+    # strides, and the matmuls then round differently (~1e-6 relative after training).
+    np.testing.assert_allclose(pivoted.to_numpy(), wide_forecast.to_numpy(), rtol=1e-4)
+
+
+def test_target_column_keeps_its_place_in_the_output(etth1):
+    # prepare() moves the target ("OT") last for the model; the user's column order comes back.
+    frame = etth1.iloc[:800][["OT", "HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL"]]
+    forecast = tiny().fit(frame).predict()
+    assert list(forecast.columns) == list(frame.columns)
+
+
+def test_evaluate_scores_every_window_of_the_split(fitted, etth1):
+    from damcha_ts.data import prepare
+
+    scores = fitted.evaluate()
+    series = prepare(etth1, seq_len=48, pred_len=24, time_features_freq=None)
+    assert scores["windows"] == series.window_count("test") and scores["split"] == "test"
+    val = fitted.evaluate(split="val")
+    assert val["windows"] == series.window_count("val") and val["mse"] != scores["mse"]
+    custom = fitted.evaluate(etth1, borders=(0.5, 0.25, 0.25))
+    assert custom["windows"] == len(etth1) - int(0.75 * len(etth1)) - 24 + 1
+
+
+def test_backtest_equals_forecasts_from_truncated_histories(fitted, etth1):
+    backtest = fitted.backtest(etth1, n_windows=3, step=10)
+    assert list(backtest.columns) == ["id", "date", "cutoff", "value", "forecast"]
+    cutoffs = sorted(backtest["cutoff"].unique())
+    assert cutoffs == [etth1.index[len(etth1) - 24 - 1 - 10 * k] for k in (2, 1, 0)]
+    for cutoff in cutoffs:
+        window = backtest[backtest["cutoff"] == cutoff].pivot(index="date", columns="id", values="forecast")
+        expected = fitted.predict(etth1.loc[:cutoff])
+        np.testing.assert_allclose(window[list(etth1.columns)].to_numpy(), expected.to_numpy(), rtol=1e-6)
+        truth = backtest[backtest["cutoff"] == cutoff].pivot(index="date", columns="id", values="value")
+        np.testing.assert_array_equal(truth[list(etth1.columns)].to_numpy(), etth1.loc[expected.index].to_numpy())
+
+
+def test_from_config_fits_the_benchmark_with_its_protocol(tmp_path):
+    overrides = [f"model.{k}={v}" for k, v in TINY.items()]
+    forecaster = Forecaster.from_config("itransformer_damcha/etth1", horizon=24, overrides=overrides, trainer_kwargs=QUICK)
+    forecaster.fit()
+    scores = forecaster.evaluate()
+    assert scores["windows"] == 2857 and scores["dataset"] == "ETTh1"
+    # The benchmark uses its first 20 months: the future starts after row 14,400.
+    assert forecaster.predict().index[0] == pd.Timestamp("2016-07-01") + pd.Timedelta(hours=14400)
+    loaded = Forecaster.load(forecaster.save(tmp_path / "m"))
+    assert loaded.evaluate() == scores
+
+
+def test_plot_writes_history_forecast_and_truth(fitted, etth1, tmp_path):
+    history, truth = etth1.iloc[:-24], etth1.iloc[-24:]
+    figure = fitted.plot(history, truth=truth, variates=["HUFL", "OT"], path=tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 10_000
+    assert len(figure.axes) == 2 and {line.get_label() for line in figure.axes[0].lines} >= {"history", "truth", "forecast"}
+
+
+def test_bad_input_errors(fitted, etth1):
+    with pytest.raises(ConfigError, match="horizon"):
+        Forecaster(horizon=0)
+    with pytest.raises(ConfigError, match="horizon"):
+        Forecaster(horizon=-5)
+    with pytest.raises(ConfigError, match="unknown model 'itransformer_flash'"):
+        Forecaster("itransformer_flash")
+    with pytest.raises(ConfigError, match="d_modle"):
+        Forecaster("itransformer_mha", d_modle=64)
+    with pytest.raises(ConfigError, match=r"predict\(\) called before fit"):
+        Forecaster().predict()
+    with pytest.raises(DataError, match="seq_len \\+ pred_len"):
+        tiny(lookback=500).fit(etth1.iloc[:600])
+    holed = etth1.iloc[:800].copy()
+    holed.iloc[123, 2] = np.nan
+    with pytest.raises(DataError, match="'MUFL'.*row 123"):
+        tiny().fit(holed)
+    with pytest.raises(DataError, match="missing \\['OT'\\]"):
+        fitted.predict(etth1.drop(columns="OT"))
+    with pytest.raises(DataError, match="unexpected \\['extra'\\]"):
+        fitted.predict(etth1.assign(extra=1.0))
+    with pytest.raises(DataError, match="6 columns"):
+        fitted.predict(etth1.to_numpy()[:, :6])
+    with pytest.raises(DataError, match="lookback=48"):
+        fitted.predict(etth1.iloc[:30])

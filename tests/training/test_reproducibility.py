@@ -1,0 +1,81 @@
+"""Same seed -> same run; an interrupted run resumed from its last checkpoint ends like an uninterrupted one."""
+
+from __future__ import annotations
+
+import lightning as L
+import pytest
+import torch
+
+from damcha_ts.errors import ConfigError
+from damcha_ts.training import run_experiment
+
+BUDGET = {"limit_train_batches": 5, "limit_val_batches": 5}
+KEYS = ("mse", "mae", "mse_inverse", "best_val_loss", "best_epoch", "epochs_run")
+
+
+class Interrupted(Exception):
+    pass
+
+
+class InterruptInSecondEpoch(L.Callback):
+    """Dies as the second epoch starts, after the first epoch's checkpoints were written."""
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        if trainer.current_epoch == 1:
+            raise Interrupted()
+
+
+@pytest.fixture(scope="module")
+def config(tiny_config):
+    # Dropout stays on (0.1) so that the global RNG matters, and patience is high so all 3 epochs run.
+    return tiny_config("training.max_epochs=3", "training.deterministic=true", "training.patience=5")
+
+
+@pytest.fixture(scope="module")
+def reference(config, tmp_path_factory, quiet):
+    out = tmp_path_factory.mktemp("reference")
+    return out, run_experiment(config, out, progress=False, trainer_kwargs={**BUDGET, **quiet})
+
+
+def weights(out):
+    return torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["state_dict"]
+
+
+def assert_same_weights(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def test_same_seed_gives_identical_metrics_and_weights(config, reference, tmp_path, quiet):
+    out, first = reference
+    second = run_experiment(config, tmp_path, progress=False, trainer_kwargs={**BUDGET, **quiet})
+    assert {k: second[k] for k in KEYS} == {k: first[k] for k in KEYS}
+    assert second["config_hash"] == first["config_hash"]
+    assert_same_weights(weights(out), weights(tmp_path))
+
+
+def test_another_seed_gives_another_run(config, reference, tmp_path, quiet):
+    from damcha_ts.training import load_run_config
+
+    other = run_experiment(load_run_config(config, overrides=["training.seed=7"]), tmp_path, progress=False, trainer_kwargs={**BUDGET, **quiet})
+    assert other["mse"] != reference[1]["mse"]
+
+
+def test_resume_after_interruption_matches_the_uninterrupted_run(config, reference, tmp_path, quiet):
+    out, uninterrupted = reference
+    with pytest.raises(Interrupted):
+        run_experiment(config, tmp_path, progress=False, trainer_kwargs={**BUDGET, **quiet, "callbacks": [InterruptInSecondEpoch()]})
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 0
+    resumed = run_experiment(config, tmp_path, resume=True, progress=False, trainer_kwargs={**BUDGET, **quiet})
+    assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
+    assert_same_weights(weights(out), weights(tmp_path))
+
+
+def test_resume_refuses_a_different_config(config, reference, tmp_path, quiet):
+    from damcha_ts.training import load_run_config
+
+    out, _ = reference
+    changed = load_run_config(config, overrides=["training.learning_rate=3e-4"])
+    with pytest.raises(ConfigError, match="cannot resume"):
+        run_experiment(changed, out, resume=True, progress=False, trainer_kwargs={**BUDGET, **quiet})
