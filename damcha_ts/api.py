@@ -302,7 +302,12 @@ class Forecaster:
         ``split`` picks ``"train"``, ``"val"`` or ``"test"``.
         """
         from damcha_ts.data import prepare
-        from damcha_ts.training.evaluation import evaluate_loader, scored_scaler, split_loader, summary
+        from damcha_ts.training.evaluation import (
+            evaluate_loader,
+            scored_scaler,
+            split_loader,
+            summary,
+        )
 
         self._check_fitted("evaluate")
         if data is None and self._series is not None and borders is None and not data_options:

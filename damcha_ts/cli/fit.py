@@ -116,9 +116,9 @@ def resolve_cli_config(args: argparse.Namespace) -> dict:
 def default_config(data: str, model: str) -> dict:
     """The official config of a benchmark when shipped, else the family's protocol defaults."""
     from damcha_ts.data.registry import get_spec, is_benchmark_name
+    from damcha_ts.errors import ConfigError
     from damcha_ts.models import MODEL_NAMES
     from damcha_ts.training.config import CONFIG_ROOT, official_config_name
-    from damcha_ts.errors import ConfigError
 
     if model not in MODEL_NAMES:
         raise ConfigError(f"--model {model!r} is not one of {', '.join(MODEL_NAMES)}")

@@ -187,7 +187,7 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
     model = build_model(dict(document["model"]))
     try:
         state = torch.load(weights, map_location=map_location, weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure means an unusable file
+    except Exception as exc:  # any unpickling failure means an unusable file
         raise ChecksumError(f"{weights}: cannot be read as a weights-only checkpoint: {exc}") from exc
     _check_state_matches(model, state, weights)
     model.load_state_dict(state)

@@ -23,6 +23,7 @@ import hashlib
 import inspect
 import json
 import re
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,11 +61,11 @@ class TrainingConfig:
     deterministic: bool = False
     precision: str = "auto"  # "auto": bf16-mixed on CUDA, 32-true elsewhere
     accelerator: str = "auto"
-    devices: Union[int, str] = "auto"
+    devices: int | str = "auto"
     strategy: str = "auto"
     num_nodes: int = 1
     num_workers: int = 0
-    gradient_clip_val: Union[float, None] = None
+    gradient_clip_val: float | None = None
     # Partial-variate training (iTransformer's "efficient training"): each training batch keeps a
     # random subset of this fraction of the variates. 1.0 trains on all of them.
     variate_fraction: float = 1.0
@@ -100,7 +101,7 @@ LR_SCHEDULES = ("type1", "constant", "cosine")
 
 def _coerce(value: Any, annotation: Any, where: str) -> Any:
     """Convert YAML/CLI scalars to the annotated type (YAML reads ``1e-4`` as a string)."""
-    options = get_args(annotation) if get_origin(annotation) is Union else (annotation,)
+    options = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
     if value is None:
         if type(None) in options:
             return None

@@ -18,7 +18,13 @@ from lightning.fabric.utilities.rank_zero import rank_zero_info, rank_zero_only
 from damcha_ts.errors import ConfigError
 from damcha_ts.training.callbacks import EpochTimer
 from damcha_ts.training.config import TrainingConfig, config_hash, load_run_config
-from damcha_ts.training.evaluation import breakdowns, evaluate_loader, scored_columns, scored_scaler, summary
+from damcha_ts.training.evaluation import (
+    breakdowns,
+    evaluate_loader,
+    scored_columns,
+    scored_scaler,
+    summary,
+)
 from damcha_ts.training.module import ForecastModule
 
 CHECKPOINT_DIR = "checkpoints"
@@ -47,7 +53,12 @@ def build_trainer(
     ``trainer_kwargs`` go to ``L.Trainer`` last, so they win (``devices``, ``strategy``,
     ``num_nodes``, ``limit_train_batches``, ...). Their ``callbacks`` are added to ours.
     """
-    from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
+    from lightning.pytorch.callbacks import (
+        EarlyStopping,
+        LearningRateMonitor,
+        ModelCheckpoint,
+        TQDMProgressBar,
+    )
     from lightning.pytorch.loggers import CSVLogger
 
     kwargs = dict(trainer_kwargs or {})
