@@ -9,6 +9,9 @@
 Inputs: a benchmark name or CSV path, a wide DataFrame, a long DataFrame (``id_col``,
 ``time_col``, ``value_col`` options) or a NumPy array ``[T, N]`` with ``freq``. Outputs come
 back in the kind of the input: wide frame, long frame, or NumPy ``[H, N]``.
+
+With ``quantiles=[0.1, 0.9]`` the model forecasts those quantile levels (and the median, which is
+the point forecast), trained on the pinball loss; see ``damcha_ts.probabilistic``.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class Forecaster:
         freq: pandas frequency of user data when it cannot be inferred (required for NumPy input).
         random_state: seed of the run (``lightning.seed_everything``).
         max_epochs, batch_size, learning_rate: training budget and optimiser settings.
+        quantiles: quantile levels in (0, 1) for a probabilistic forecast (0.5 is added: the
+            median is the point forecast), or None for a point forecast trained on the MSE.
         trainer_kwargs: passed to ``lightning.Trainer`` (``accelerator``, ``devices``,
             ``strategy``, ``num_nodes``, ``deterministic``, ``limit_train_batches``,
             ``enable_progress_bar``, ``default_root_dir`` for checkpoints and logs, ...).
@@ -62,8 +67,10 @@ class Forecaster:
         batch_size: int = 32,
         learning_rate: float = 1e-4,
         trainer_kwargs: Mapping[str, Any] | None = None,
+        quantiles: Sequence[float] | None = None,
         **model_hyperparameters: Any,
     ):
+        from damcha_ts.probabilistic import validate_quantiles
         from damcha_ts.training.config import TrainingConfig
 
         for name, value in (("horizon", horizon), ("lookback", lookback)):
@@ -77,12 +84,15 @@ class Forecaster:
         self.freq = freq
         self.random_state = random_state
         self.trainer_kwargs = dict(trainer_kwargs or {})
+        # Validated levels (sorted, 0.5 added): the quantile columns of every output follow them.
+        self.quantiles = None if quantiles is None else validate_quantiles(quantiles, argument="quantiles")
         self.training = TrainingConfig.from_dict(
             {
                 "max_epochs": max_epochs,
                 "batch_size": batch_size,
                 "learning_rate": learning_rate,
                 "seed": random_state,
+                "quantiles": None if self.quantiles is None else list(self.quantiles),
                 **training_options,
             }
         )
@@ -200,6 +210,11 @@ class Forecaster:
 
         Returns the input's kind: a wide DataFrame indexed by the future timestamps, a long DataFrame
         (id, time, value columns named as in the input) or a NumPy array ``[H, N]``.
+
+        With ``quantiles``, the point forecast is the predicted median and the levels come too: a wide
+        frame gets one column per variate and level (``OT_q0.1``, ``OT_q0.5``, ...), a long frame one
+        per level (``value_q0.1``, ...), and NumPy input gives ``{"point": [H, N], "quantiles":
+        [Q, H, N]}`` (levels in the order of ``self.quantiles``). Quantiles never cross.
         """
         self._check_fitted("predict")
         if data is None:
@@ -207,9 +222,9 @@ class Forecaster:
             kind, input_options = self.meta_.input_kind, self.meta_.input_options
         else:
             kind, input_options, values, stamps = self._history_from(data, data_options)
-        forecast = self._forecast(values[None], [stamps])[0]
+        point, levels = self._forecast(values[None], [stamps])
         future = self.future_timestamps(stamps[-1])
-        return self._format(forecast, future, kind, input_options)
+        return self._format(point[0], future, kind, input_options, None if levels is None else levels[0])
 
     def future_timestamps(self, last: pd.Timestamp) -> pd.DatetimeIndex:
         """The ``horizon`` timestamps after ``last`` at the fitted frequency."""
@@ -257,11 +272,17 @@ class Forecaster:
             )
         return kind, input_options, frame
 
-    def _forecast(self, histories: np.ndarray, timestamps: Sequence[pd.DatetimeIndex]) -> np.ndarray:
-        """Raw-scale histories [B, L, C] (model column order) -> raw-scale forecasts [B, H, C_out]."""
+    def _forecast(
+        self, histories: np.ndarray, timestamps: Sequence[pd.DatetimeIndex]
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Raw-scale histories [B, L, C] (model column order) -> raw-scale forecasts.
+
+        Returns (point [B, H, C_out], quantiles [B, Q, H, C_out] or None for a point model).
+        """
         import torch
 
         from damcha_ts.data import time_features
+        from damcha_ts.probabilistic import median_index
 
         meta = self.meta_
         mean, scale = np.asarray(meta.scaler_mean), np.asarray(meta.scaler_scale)
@@ -270,25 +291,54 @@ class Forecaster:
         with torch.no_grad():
             out = self.model_(
                 torch.as_tensor(scaled, dtype=torch.float32), torch.as_tensor(marks, dtype=torch.float32)
-            ).double().numpy()
+            ).double().numpy()  # [B, H, N], or [B, Q, H, N] for a quantile model
+        # Variates are the last axis either way; scale > 0 keeps the quantiles in order.
         if meta.features == "MS":
-            return out[..., -1:] * scale[-1] + mean[-1]
-        return out * scale + mean
+            out = out[..., -1:] * scale[-1] + mean[-1]
+        else:
+            out = out * scale + mean
+        if self.quantiles is None:
+            return out, None
+        return out[:, median_index(self.quantiles)], out
 
     def _output_columns(self) -> list[str]:
         return list(self.meta_.columns[-1:]) if self.meta_.features == "MS" else list(self.meta_.columns)
 
-    def _format(self, forecast: np.ndarray, future: pd.DatetimeIndex, kind: str, input_options: Mapping):
-        """[H, C_out] raw forecast (model column order) -> the output kind, columns in input order."""
+    def _format(
+        self,
+        forecast: np.ndarray,
+        future: pd.DatetimeIndex,
+        kind: str,
+        input_options: Mapping,
+        levels: np.ndarray | None = None,
+    ):
+        """[H, C_out] raw forecast (model column order) -> the output kind, columns in input order.
+
+        ``levels``: the quantile forecasts [Q, H, C_out] of a quantile model (see :meth:`predict`).
+        """
+        from damcha_ts.probabilistic import quantile_column_name, quantile_columns
+
         columns = self._output_columns()
         fitted_order = list(self.meta_.input_options.get("input_columns") or columns)
         order = [columns.index(c) for c in fitted_order if c in columns]
         forecast, columns = forecast[:, order], [columns[i] for i in order]
+        if levels is not None:
+            levels = levels[..., order]
         if kind == "numpy":
-            return forecast
+            return forecast if levels is None else {"point": forecast, "quantiles": levels}
         wide = pd.DataFrame(forecast, index=future, columns=columns)
         if kind == "long":
-            return _wide_to_long(wide, input_options)
+            long = _wide_to_long(wide, input_options)
+            if levels is not None:
+                value_col = input_options.get("value_col", "value")
+                for level, values in zip(self.quantiles, levels):
+                    # Same melt as the point frame, so the rows line up.
+                    melted = _wide_to_long(pd.DataFrame(values, index=future, columns=columns), input_options)
+                    long[quantile_column_name(value_col, level)] = melted[value_col].to_numpy()
+            return long
+        if levels is not None:
+            extra = pd.DataFrame(quantile_columns(columns, self.quantiles, levels), index=future)
+            wide = pd.concat([wide, extra], axis=1)
         wide.index.name = input_options.get("time_col") or "date"
         return wide
 
@@ -333,7 +383,10 @@ class Forecaster:
         The last window's forecast ends at the last row of ``data``; earlier cutoffs are ``step``
         (default: ``horizon``) rows apart. Columns: id, time, ``cutoff``, the true value and
         ``forecast`` (names follow the input's long layout; defaults ``id``, ``date``, ``value``).
+        With ``quantiles``, ``forecast`` is the median and ``forecast_q0.1``, ... hold the levels.
         """
+        from damcha_ts.probabilistic import quantile_column_name
+
         self._check_fitted("backtest")
         step = self.horizon if step is None else int(step)
         if n_windows < 1 or step < 1:
@@ -354,7 +407,7 @@ class Forecaster:
                 f"rows (lookback + horizon + (n_windows - 1) * step); the data has {len(values)}"
             )
         histories = np.stack([values[c - self.lookback + 1 : c + 1] for c in cutoffs])
-        forecasts = self._forecast(histories, [stamps[c - self.lookback + 1 : c + 1] for c in cutoffs])
+        forecasts, levels = self._forecast(histories, [stamps[c - self.lookback + 1 : c + 1] for c in cutoffs])
         columns = self._output_columns()
         truth_columns = [self.meta_.columns.index(c) for c in columns]
         id_col = input_options.get("id_col", "id")
@@ -365,17 +418,17 @@ class Forecaster:
             future = stamps[cutoff + 1 : cutoff + 1 + self.horizon]
             truth = values[cutoff + 1 : cutoff + 1 + self.horizon][:, truth_columns]
             for j, column in enumerate(columns):
-                pieces.append(
-                    pd.DataFrame(
-                        {
-                            id_col: column,
-                            time_col: future,
-                            "cutoff": stamps[cutoff],
-                            value_col: truth[:, j],
-                            "forecast": forecasts[k, :, j],
-                        }
-                    )
-                )
+                piece = {
+                    id_col: column,
+                    time_col: future,
+                    "cutoff": stamps[cutoff],
+                    value_col: truth[:, j],
+                    "forecast": forecasts[k, :, j],
+                }
+                if levels is not None:
+                    for q, level in enumerate(self.quantiles):
+                        piece[quantile_column_name("forecast", level)] = levels[k, q, :, j]
+                pieces.append(pd.DataFrame(piece))
         return pd.concat(pieces, ignore_index=True)
 
     # ------------------------------------------------------------------ plotting
@@ -405,7 +458,8 @@ class Forecaster:
         columns = list(self.meta_.columns)
         history = pd.DataFrame(values, index=stamps, columns=columns)
         future = self.future_timestamps(stamps[-1])
-        forecast = pd.DataFrame(self._forecast(values[None], [stamps])[0], index=future, columns=self._output_columns())
+        point, _ = self._forecast(values[None], [stamps])
+        forecast = pd.DataFrame(point[0], index=future, columns=self._output_columns())
         if truth is not None and not isinstance(truth, pd.DataFrame):
             truth = pd.DataFrame(np.asarray(truth, dtype=np.float64), index=future, columns=self._output_columns())
         if history_steps is not None:
@@ -419,9 +473,11 @@ class Forecaster:
 
         self._check_fitted("save")
         values, stamps = self._history if self._history is not None else (None, None)
+        # A quantile model is saved as its point model (pred_len H·Q), which load_model_dir can
+        # rebuild; the levels are in the training config, and load() wraps it again.
         return save_model_dir(
             directory,
-            self.model_,
+            getattr(self.model_, "point_model", self.model_),
             self.meta_,
             training=dataclasses.asdict(self.training),
             history_values=values,
@@ -436,17 +492,29 @@ class Forecaster:
         Weights load with ``weights_only=True``; a modified weights file or one that does not fit
         the saved config is refused (ChecksumError / ConfigError).
         """
+        from damcha_ts.probabilistic import QuantileForecastModel, validate_quantiles
         from damcha_ts.training.artifacts import load_model_dir
 
         directory = Path(directory)
         if not (directory / "forecaster.json").is_file() and (directory / "model" / "forecaster.json").is_file():
             directory = directory / "model"  # a run directory written by run_experiment / damcha-ts fit
         loaded = load_model_dir(directory, map_location=map_location)
-        model_config = dict(loaded.model.config.__dict__)
+        model = loaded.model
+        model_config = dict(model.config.__dict__)
         training = dict(loaded.training)
+        horizon = model_config.pop("pred_len")
+        if training.get("quantiles") is not None:
+            # Saved as its point model, whose pred_len is H·Q: wrap it again; the horizon is H.
+            model = QuantileForecastModel(model, validate_quantiles(training["quantiles"], argument="training.quantiles"))
+            horizon = model.horizon
+            if horizon != loaded.meta.pred_len:
+                raise ConfigError(
+                    f"{directory}: the quantile model forecasts {horizon} steps but its data says {loaded.meta.pred_len}"
+                )
+            model.eval()
         forecaster = cls(
-            loaded.model.name,
-            horizon=model_config.pop("pred_len"),
+            model.name,
+            horizon=horizon,
             lookback=model_config.pop("seq_len"),
             freq=loaded.meta.freq,
             random_state=training.pop("seed", 2023),
@@ -456,7 +524,7 @@ class Forecaster:
             **model_config,
             **training,
         )
-        forecaster.model_ = loaded.model
+        forecaster.model_ = model
         forecaster.meta_ = loaded.meta
         forecaster.data_config = dict(loaded.meta.data_config or {})
         forecaster.fit_result_ = loaded.metrics

@@ -225,3 +225,55 @@ def test_bad_input_errors(fitted, etth1):
         fitted.predict(etth1.to_numpy()[:, :6])
     with pytest.raises(DataError, match="lookback=48"):
         fitted.predict(etth1.iloc[:30])
+
+
+# ---------------------------------------------------------------- quantile forecasts
+@pytest.fixture(scope="module")
+def quantile_fitted(etth1) -> Forecaster:
+    return tiny(horizon=12, lookback=24, quantiles=[0.9, 0.1]).fit(etth1.iloc[:800][["HUFL", "OT"]])
+
+
+def test_quantile_forecaster_predicts_monotone_named_quantiles(quantile_fitted, etth1):
+    frame = etth1.iloc[:800][["HUFL", "OT"]]
+    forecast = quantile_fitted.predict()
+    names = ["HUFL", "OT"] + [f"{c}_q{q}" for c in ("HUFL", "OT") for q in (0.1, 0.5, 0.9)]
+    assert list(forecast.columns) == names and quantile_fitted.quantiles == (0.1, 0.5, 0.9)
+    assert list(forecast.index) == [frame.index[-1] + pd.Timedelta(hours=k) for k in range(1, 13)]
+    for column in ("HUFL", "OT"):
+        low, mid, high = (forecast[f"{column}_q{q}"].to_numpy() for q in (0.1, 0.5, 0.9))
+        assert np.all(low <= mid) and np.all(mid <= high) and np.any(low < high)
+        np.testing.assert_array_equal(forecast[column].to_numpy(), mid)  # point forecast = median
+
+    # NumPy history: {"point": [H, N], "quantiles": [Q, H, N]}; long history: one column per level.
+    array = quantile_fitted.predict(frame.to_numpy()[-24:], start=frame.index[-24])  # same time marks
+    assert array["point"].shape == (12, 2) and array["quantiles"].shape == (3, 12, 2)
+    np.testing.assert_allclose(array["quantiles"][0], forecast[["HUFL_q0.1", "OT_q0.1"]].to_numpy(), rtol=1e-6)
+    long = frame.iloc[-24:].rename_axis("ds").reset_index().melt(id_vars="ds", var_name="series", value_name="y")
+    long_forecast = quantile_fitted.predict(long, id_col="series", time_col="ds", value_col="y")
+    assert list(long_forecast.columns) == ["ds", "series", "y", "y_q0.1", "y_q0.5", "y_q0.9"]
+    ot = long_forecast[long_forecast["series"] == "OT"]
+    np.testing.assert_allclose(ot["y_q0.9"].to_numpy(), forecast["OT_q0.9"].to_numpy(), rtol=1e-6)
+
+    backtest = quantile_fitted.backtest(frame, n_windows=2)
+    assert list(backtest.columns)[-4:] == ["forecast", "forecast_q0.1", "forecast_q0.5", "forecast_q0.9"]
+    assert (backtest["forecast_q0.1"] <= backtest["forecast_q0.9"]).all()
+    assert np.isfinite(quantile_fitted.evaluate()["mse"])  # scored on the median
+
+
+def test_quantile_forecaster_save_load_is_identical(quantile_fitted, etth1, tmp_path):
+    loaded = Forecaster.load(quantile_fitted.save(tmp_path / "model"))
+    assert (loaded.quantiles, loaded.horizon) == (quantile_fitted.quantiles, 12)
+    pd.testing.assert_frame_equal(loaded.predict(), quantile_fitted.predict())
+    history = etth1.iloc[:500][["HUFL", "OT"]]
+    pd.testing.assert_frame_equal(loaded.predict(history), quantile_fitted.predict(history))
+
+
+def test_bad_quantiles_are_refused():
+    from damcha_ts.training import TrainingConfig
+
+    with pytest.raises(ConfigError, match="quantiles holds 1.5"):
+        Forecaster(quantiles=[0.1, 1.5])
+    with pytest.raises(ConfigError, match="quantiles"):
+        Forecaster(quantiles=[])
+    with pytest.raises(ConfigError, match="training.quantiles"):
+        TrainingConfig(quantiles=[0.0])

@@ -69,12 +69,24 @@ class TrainingConfig:
     # Partial-variate training (iTransformer's "efficient training"): each training batch keeps a
     # random subset of this fraction of the variates. 1.0 trains on all of them.
     variate_fraction: float = 1.0
+    # Quantile levels for a probabilistic model trained on the pinball loss (0.5 is added: the
+    # median is the point forecast); None trains a point model on the MSE.
+    quantiles: list[float] | None = None
 
     def __post_init__(self) -> None:
         hints = get_type_hints(type(self))
         for field in dataclasses.fields(self):
+            if field.name == "quantiles":
+                continue  # a list, not a scalar: validated below
             value = _coerce(getattr(self, field.name), hints[field.name], f"training.{field.name}")
             setattr(self, field.name, value)
+        if isinstance(self.quantiles, str) and self.quantiles.lower() in ("none", "null"):
+            self.quantiles = None
+        if self.quantiles is not None:
+            from damcha_ts.probabilistic import validate_quantiles  # imports torch: only when used
+
+            # Stored validated (sorted, unique, 0.5 added) as a plain list, so it survives YAML/JSON.
+            self.quantiles = list(validate_quantiles(self.quantiles, argument="training.quantiles"))
         if self.lr_schedule not in LR_SCHEDULES:
             raise ConfigError(
                 f"training.lr_schedule={self.lr_schedule!r} is not one of {sorted(LR_SCHEDULES)}"
@@ -341,6 +353,9 @@ def _validate(config: dict) -> dict:
     switch = registry.FAMILIES[family][2]
     config["model"] = {"name": f"{family}_{getattr(model_config, switch)}", **_plain(dataclasses.asdict(model_config))}
     config["training"] = dataclasses.asdict(TrainingConfig.from_dict(training))
+    if config["training"]["quantiles"] is None:
+        # Point models resolve (and hash) as before quantiles existed: old runs stay resumable.
+        del config["training"]["quantiles"]
     return config
 
 

@@ -21,12 +21,16 @@ def evaluate_loader(
     """Run ``model`` over every batch of ``loader`` and accumulate its errors.
 
     Args:
-        model: maps (x [B, L, N], x_mark [B, L, M]) to [B, H, N].
+        model: maps (x [B, L, N], x_mark [B, L, M]) to [B, H, N]; a ``QuantileForecastModel``
+            (output [B, Q, H, N]) is scored on its median, the point forecast.
         loader: yields {"x", "y", "x_mark", ...}; nothing may be dropped (drop_last=False).
         scaler: the StandardScaler of the scored columns, for original-scale ("inverse") errors.
         target_only: score only the last variate (the ``MS`` setting: all in, target out).
     """
+    from damcha_ts.probabilistic import QuantileForecastModel
+
     device = torch.device(device) if device is not None else next(model.parameters()).device
+    quantile_model = isinstance(model, QuantileForecastModel)
     was_training = model.training
     model.eval()
     errors = ErrorAccumulator(scaler)
@@ -34,6 +38,8 @@ def evaluate_loader(
         for batch in loader:
             marks = batch.get("x_mark")
             pred = model(batch["x"].to(device), marks.to(device) if marks is not None else None)
+            if quantile_model:
+                pred = model.median(pred)  # MSE/MAE are point metrics
             true = batch["y"]
             if target_only:
                 pred, true = pred[..., -1:], true[..., -1:]

@@ -1,4 +1,4 @@
-"""One LightningModule for every forecasting model: MSE loss, Adam, per-group LR factors."""
+"""One LightningModule for every forecasting model: MSE (or pinball) loss, Adam, per-group LR factors."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from damcha_ts.models import build_model
+from damcha_ts.probabilistic import build_quantile_model, pinball_loss
 from damcha_ts.training.config import TrainingConfig
 from damcha_ts.training.schedules import lr_factor
 
@@ -21,9 +23,13 @@ class ForecastModule(L.LightningModule):
     The model maps (x, x_mark) to [B, H, N]; in the ``MS`` setting (``target_only``) the loss
     and metrics use the last variate only, as the reference code does.
 
+    With ``training["quantiles"]`` set, the model is a
+    :class:`damcha_ts.probabilistic.QuantileForecastModel` mapping (x, x_mark) to [B, Q, H, N], and
+    the loss is the pinball loss instead of the MSE.
+
     Logged: ``train_loss`` (epoch mean), ``train_loss_step`` and ``val_loss`` every epoch. ``val_loss`` is the
-    MSE over *all* validation windows (sum of squared errors / count, summed across DDP ranks),
-    not a mean of per-batch means, which would over-weight a short last batch (protocol.md §1.5).
+    MSE (or mean pinball loss) over *all* validation windows (sum of losses / count, summed across DDP
+    ranks), not a mean of per-batch means, which would over-weight a short last batch (protocol.md §1.5).
     """
 
     def __init__(self, model_config: Mapping, training: Mapping, target_only: bool = False):
@@ -32,19 +38,22 @@ class ForecastModule(L.LightningModule):
         self.save_hyperparameters(
             {"model_config": dict(model_config), "training": dict(training), "target_only": target_only}
         )
-        from damcha_ts.models import build_model
-
-        self.model = build_model(dict(model_config))
         self.training_config = TrainingConfig.from_dict(training)
+        self.quantiles = self.training_config.quantiles  # validated levels, or None
+        if self.quantiles is None:
+            self.model = build_model(dict(model_config))
+        else:
+            self.model = build_quantile_model(dict(model_config), self.quantiles)
         self.target_only = target_only
         self._val_sse = torch.zeros((), dtype=torch.float64)
         self._val_count = 0
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
-        """[B, L, N] (+ marks [B, L, M]) -> [B, H, N]."""
+        """[B, L, N] (+ marks [B, L, M]) -> [B, H, N], or [B, Q, H, N] for a quantile model."""
         return self.model(x, x_mark)
 
     def _scored(self, pred: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # Variates are the last axis of both [B, H, N] and [B, Q, H, N].
         if self.target_only:
             return pred[..., -1:], y[..., -1:]
         return pred, y
@@ -59,7 +68,7 @@ class ForecastModule(L.LightningModule):
             chosen = torch.randperm(n_variates, device=x.device)[:keep]
             x, y = x[..., chosen], y[..., chosen]
         pred, true = self._scored(self(x, batch.get("x_mark")), y)
-        loss = F.mse_loss(pred.float(), true)
+        loss = self._loss(pred.float(), true)
         # The epoch mean is synced across DDP ranks once per epoch; the step value stays local.
         self.log("train_loss", loss, on_step=False, on_epoch=True, batch_size=x.shape[0], sync_dist=True)
         self.log("train_loss_step", loss, on_step=True, on_epoch=False, prog_bar=True)
@@ -69,10 +78,21 @@ class ForecastModule(L.LightningModule):
         self._val_sse = torch.zeros((), dtype=torch.float64, device=self.device)
         self._val_count = 0
 
+    def _loss(self, pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+        """Mean MSE, or mean pinball loss over levels, steps, variates and the batch."""
+        if self.quantiles is None:
+            return F.mse_loss(pred, true)
+        return pinball_loss(pred, true, self.quantiles)
+
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         pred, true = self._scored(self(batch["x"], batch.get("x_mark")), batch["y"])
-        self._val_sse = self._val_sse + (pred.double() - true.double()).square().sum()
-        self._val_count += true.numel()
+        # Sums and counts (not batch means), so val_loss is the mean over every window.
+        if self.quantiles is None:
+            self._val_sse = self._val_sse + (pred.double() - true.double()).square().sum()
+            self._val_count += true.numel()
+        else:
+            self._val_sse = self._val_sse + pinball_loss(pred.double(), true.double(), self.quantiles) * pred.numel()
+            self._val_count += pred.numel()
 
     def on_validation_epoch_end(self) -> None:
         totals = torch.stack([self._val_sse, torch.tensor(float(self._val_count), dtype=torch.float64, device=self.device)])

@@ -283,7 +283,9 @@ def run_experiment(
             _write_table(out_dir / "metrics_per_variate.csv", tables[1])
         save_model_dir(
             out_dir / MODEL_DIR,
-            fit.module.model,
+            # A quantile model is saved as its point model (pred_len = H·Q); loading re-wraps it
+            # from the saved training config, as Forecaster.save/load do.
+            getattr(fit.module.model, "point_model", fit.module.model),
             SeriesMeta.from_series(series, data_config=config["data"]),
             training=config["training"],
             history_values=series.values[-series.seq_len :],
