@@ -143,10 +143,9 @@ def test_wide_long_and_numpy_inputs_give_the_same_forecasts(etth1):
     assert list(pd.unique(long_forecast["series"])) == list(frame.columns)
     pivoted = long_forecast.pivot(index="ds", columns="series", values="y")[list(frame.columns)]
     assert list(pivoted.index) == list(wide_forecast.index)
-    # Equal data, but not bit-equal forecasts: a pivoted long frame comes out of prepare() with
-    # row-major arrays where a wide frame gives column-major ones, the window tensors inherit those
-    # strides, and the matmuls then round differently (~1e-6 relative after training).
-    np.testing.assert_allclose(pivoted.to_numpy(), wide_forecast.to_numpy(), rtol=1e-4)
+    # Bit-equal: prepare() gives row-major arrays whatever the input layout, so the same windows
+    # (same strides) reach the model and the matmuls round identically.
+    np.testing.assert_array_equal(pivoted.to_numpy(), wide_forecast.to_numpy())
 
 
 def test_target_column_keeps_its_place_in_the_output(etth1):

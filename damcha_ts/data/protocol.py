@@ -245,7 +245,8 @@ def prepare(
                 "or different split fractions"
             )
     used = max(border2 for _, border2 in borders.values())  # ETT never uses its last ~4 months
-    values = frame[columns].iloc[:used].to_numpy(dtype=np.float64)
+    # Row-major whatever the input's layout, so that wide, long and NumPy inputs give bit-identical windows.
+    values = np.ascontiguousarray(frame[columns].iloc[:used].to_numpy(dtype=np.float64))
     scaler = StandardScaler.fit(values[borders["train"][0] : borders["train"][1]])
     timestamps = frame.index[:used]
     marks_freq = time_features_freq if time_features_freq is not None else info["freq"]
