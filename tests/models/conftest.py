@@ -98,7 +98,7 @@ def etth1_series() -> torch.Tensor:
     """The first 1,000 rows of the real ETTh1 file, z-scored with their own mean/std, [1000, 7]."""
     root = os.environ.get("DAMCHA_TS_DATA")
     if not root:
-        pytest.skip("DAMCHA_TS_DATA is not set (point it at the shared benchmark CSVs)")
+        pytest.fail("set DAMCHA_TS_DATA to the directory of the shared benchmark CSVs (../shared/data)")
     import pandas as pd
 
     frame = pd.read_csv(Path(root) / "ETTh1.csv.gz", nrows=1000)
