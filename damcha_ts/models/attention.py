@@ -285,6 +285,14 @@ def damcha_attention(
 # Modules
 
 
+def project_output(out_projection: nn.Linear, heads_out: Tensor, key_padding_mask: Tensor | None) -> Tensor:
+    """[B, H, T, dh] -> merged heads through W_o -> [B, T, D], with padded queries' rows zeroed (§1.5)."""
+    y = out_projection(merge_heads(heads_out))
+    if key_padding_mask is not None:
+        y = y * key_padding_mask.to(y.dtype).unsqueeze(-1)
+    return y
+
+
 class MultiHeadAttention(nn.Module):
     """The MHA baseline: Q/K/V/O projections (D x D, with bias) around scaled dot-product attention.
 
@@ -313,9 +321,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = (split_heads(part, self.n_heads) for part in self.qkv_projection(x).chunk(3, dim=-1))
         dropout_p = self.dropout if self.training else 0.0
         out, weights = masked_attention(q, k, v, key_padding_mask, is_causal, dropout_p, need_weights)
-        y = self.out_projection(merge_heads(out))
-        if key_padding_mask is not None:
-            y = y * key_padding_mask.to(y.dtype).unsqueeze(-1)
+        y = project_output(self.out_projection, out, key_padding_mask)
         return y, (AttentionRecord(weights.detach()) if need_weights else None)
 
 
@@ -366,9 +372,7 @@ class DamchaAttention(nn.Module):
             x_heads, head_metrics, value, key_padding_mask, is_causal, dropout_p, self.attn_backend,
             need_weights,
         )
-        y = self.out_projection(merge_heads(out))
-        if key_padding_mask is not None:
-            y = y * key_padding_mask.to(y.dtype).unsqueeze(-1)
+        y = project_output(self.out_projection, out, key_padding_mask)
         if not need_weights:
             return y, None
         full_metric = None

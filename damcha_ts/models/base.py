@@ -2,11 +2,40 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch import Tensor, nn
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.models.attention import AttentionRecord
+from damcha_ts.models.attention import AttentionConfig, AttentionRecord, DamchaOptions
 from damcha_ts.models.metric_generator import MetricGenerator, StaticMetric
+from damcha_ts.models.validation import check_dropout, check_heads, check_positive_ints
+
+
+@dataclass(kw_only=True)
+class EncoderModelConfig(DamchaOptions):
+    """The hyperparameters every encoder forecaster shares (TSLib run.py defaults), checked once.
+
+    Subclasses add their own fields and the attention switch; ``attention_config(kind)`` gives the
+    per-layer attention settings (heads, dropout and the DAMCHA options) for either attention kind.
+    """
+
+    seq_len: int = 96
+    pred_len: int = 96
+    d_model: int = 512
+    n_heads: int = 8
+    e_layers: int = 2
+    d_ff: int = 2048
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_ints(self, ("seq_len", "pred_len", "d_model", "n_heads", "e_layers", "d_ff"))
+        check_dropout(self.dropout)
+        check_heads(self.d_model, self.n_heads)
+
+    def attention_config(self, kind: str) -> AttentionConfig:
+        return AttentionConfig(kind=kind, n_heads=self.n_heads, dropout=self.dropout, **self.damcha_options())
 
 
 def count_parameters(model: nn.Module) -> int:

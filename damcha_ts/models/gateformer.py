@@ -25,24 +25,17 @@ import torch
 from torch import Tensor, nn
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.models.attention import ATTENTION_KINDS, AttentionConfig, AttentionRecord, DamchaOptions
-from damcha_ts.models.base import ForecastModel
+from damcha_ts.models.attention import ATTENTION_KINDS, AttentionRecord
+from damcha_ts.models.base import EncoderModelConfig, ForecastModel
 from damcha_ts.models.embedding import PatchEmbedding, SeriesNormalizer
 from damcha_ts.models.layers import PreNormEncoderLayer, build_encoder
-from damcha_ts.models.validation import check_choice, check_dropout, check_heads, check_positive_ints
+from damcha_ts.models.validation import check_choice, check_positive_ints
 
 
 @dataclass(kw_only=True)
-class GateformerConfig(DamchaOptions):
-    """Gateformer hyperparameters (run.py defaults); DAMCHA options in DamchaOptions."""
+class GateformerConfig(EncoderModelConfig):
+    """Gateformer hyperparameters: the shared encoder fields plus patching and the two attention switches."""
 
-    seq_len: int = 96
-    pred_len: int = 96
-    d_model: int = 512
-    n_heads: int = 8
-    e_layers: int = 2
-    d_ff: int = 2048
-    dropout: float = 0.1
     patch_len: int = 8
     stride: int = 8
     temporal_attention: str = "mha"
@@ -50,11 +43,7 @@ class GateformerConfig(DamchaOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive_ints(
-            self, ("seq_len", "pred_len", "d_model", "n_heads", "e_layers", "d_ff", "patch_len", "stride")
-        )
-        check_dropout(self.dropout)
-        check_heads(self.d_model, self.n_heads)
+        check_positive_ints(self, ("patch_len", "stride"))
         check_choice("temporal_attention", self.temporal_attention, ATTENTION_KINDS)
         check_choice("variate_attention", self.variate_attention, ATTENTION_KINDS)
         if self.patch_len > self.seq_len + self.stride:
@@ -62,9 +51,6 @@ class GateformerConfig(DamchaOptions):
                 f"patch_len={self.patch_len} is longer than the padded series (seq_len + stride = "
                 f"{self.seq_len + self.stride})"
             )
-
-    def attention_config(self, kind: str) -> AttentionConfig:
-        return AttentionConfig(kind=kind, n_heads=self.n_heads, dropout=self.dropout, **self.damcha_options())
 
 
 class Gate(nn.Module):

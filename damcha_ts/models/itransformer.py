@@ -15,30 +15,17 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from damcha_ts.models.attention import ATTENTION_KINDS, AttentionConfig, AttentionRecord, DamchaOptions
-from damcha_ts.models.base import ForecastModel
+from damcha_ts.models.attention import ATTENTION_KINDS, AttentionRecord
+from damcha_ts.models.base import EncoderModelConfig, ForecastModel
 from damcha_ts.models.embedding import InvertedEmbedding, SeriesNormalizer
 from damcha_ts.models.layers import ACTIVATIONS, PostNormEncoderLayer, build_encoder
-from damcha_ts.models.validation import (
-    check_bools,
-    check_choice,
-    check_dropout,
-    check_heads,
-    check_positive_ints,
-)
+from damcha_ts.models.validation import check_bools, check_choice
 
 
 @dataclass(kw_only=True)
-class ITransformerConfig(DamchaOptions):
-    """iTransformer hyperparameters (TSLib run.py defaults); DAMCHA options in DamchaOptions."""
+class ITransformerConfig(EncoderModelConfig):
+    """iTransformer hyperparameters: the shared encoder fields plus the ones below."""
 
-    seq_len: int = 96
-    pred_len: int = 96
-    d_model: int = 512
-    n_heads: int = 8
-    e_layers: int = 2
-    d_ff: int = 2048
-    dropout: float = 0.1
     activation: str = "gelu"
     use_norm: bool = True
     use_time_marks: bool = True
@@ -46,17 +33,9 @@ class ITransformerConfig(DamchaOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive_ints(self, ("seq_len", "pred_len", "d_model", "n_heads", "e_layers", "d_ff"))
-        check_dropout(self.dropout)
         check_choice("activation", self.activation, tuple(ACTIVATIONS))
         check_choice("attention", self.attention, ATTENTION_KINDS)
-        check_heads(self.d_model, self.n_heads)
         check_bools(self, ("use_norm", "use_time_marks"))
-
-    def attention_config(self) -> AttentionConfig:
-        return AttentionConfig(
-            kind=self.attention, n_heads=self.n_heads, dropout=self.dropout, **self.damcha_options()
-        )
 
 
 class ITransformer(ForecastModel):
@@ -71,7 +50,7 @@ class ITransformer(ForecastModel):
             lambda attention: PostNormEncoderLayer(attention, c.d_model, c.d_ff, c.dropout, c.activation),
             c.e_layers,
             c.d_model,
-            c.attention_config(),
+            c.attention_config(c.attention),
             final_norm=nn.LayerNorm(c.d_model),
         )
         self.projection = nn.Linear(c.d_model, c.pred_len)

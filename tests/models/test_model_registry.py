@@ -83,7 +83,7 @@ def test_config_classes_and_lists_from_yaml():
     config = make_config({"name": "gateformer_damcha", "generator_hidden": [32, 64]})
     assert isinstance(config, GateformerConfig) and config.generator_hidden == (32, 64)
     assert isinstance(make_config("itransformer_mha"), ITransformerConfig)
-    attention = ITransformerConfig(attention="damcha", n_heads=4, d_model=16).attention_config()
+    attention = ITransformerConfig(attention="damcha", n_heads=4, d_model=16).attention_config("damcha")
     assert attention == AttentionConfig(kind="damcha", n_heads=4, dropout=0.1)
 
 
