@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -18,20 +17,6 @@ TINY = {"d_model": 16, "d_ff": 16, "n_heads": 2, "generator_hidden": [8]}
 QUICK = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False, "limit_train_batches": 3, "limit_val_batches": 2, "deterministic": True}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="module")
-def data_root() -> Path:
-    root = os.environ.get("DAMCHA_TS_DATA")
-    if not root or not Path(root).is_dir():
-        pytest.fail("set DAMCHA_TS_DATA to the directory of the shared benchmark CSVs (../shared/data)")
-    return Path(root)
 
 
 def read(data_root: Path, name: str) -> pd.DataFrame:

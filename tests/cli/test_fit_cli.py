@@ -5,12 +5,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 
 from damcha_ts.cli.main import main
 
@@ -18,20 +16,6 @@ TINY = ["--set", "model.d_model=16", "--set", "model.d_ff=16", "--set", "model.n
 SHORT = ["--set", "training.max_epochs=1", "--trainer", "limit_train_batches=5", "--trainer", "limit_val_batches=3"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="module")
-def data_root() -> Path:
-    root = os.environ.get("DAMCHA_TS_DATA")
-    if not root or not Path(root).is_dir():
-        pytest.fail("set DAMCHA_TS_DATA to the directory of the shared benchmark CSVs (../shared/data)")
-    return Path(root)
 
 
 def run_json(capsys, argv: list[str]) -> dict:

@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import gzip
-import os
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-
-@pytest.fixture(scope="session")
-def data_root() -> Path:
-    root = os.environ.get("DAMCHA_TS_DATA")
-    if not root or not Path(root).is_dir():
-        pytest.fail("set DAMCHA_TS_DATA to the directory of the shared benchmark CSVs (../shared/data)")
-    return Path(root)
 
 
 @pytest.fixture(scope="session")

@@ -7,23 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 
 # The rows of ETTh1 the benchmark protocol uses (20 months, protocol.md §1.2).
 ETTH1_USED_ROWS = 14400
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models: one thread is faster than two, and immune to a busy CPU.
-
-    Module-scoped so that it is in force before the module-scoped fixtures that train and predict:
-    forecasts compared for equality must come from the same thread count (summation order).
-    """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -11,14 +11,6 @@ import pytest
 import torch
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The model tests use tiny tensors: one thread is faster than two, and immune to a busy CPU."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
 
 @contextlib.contextmanager
 def default_dtype(dtype: torch.dtype):

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
-import torch
 
 # A model small enough that an epoch of a few batches takes well under a second on one core,
 # with every part of the real architecture (DAMCHA generator, 2 layers, marks, dropout).
@@ -14,23 +11,6 @@ TINY_MODEL = ["model.d_model=16", "model.d_ff=16", "model.n_heads=2", "model.gen
 QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "log_every_n_steps": 1}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors run faster on one thread, and a busy 2-core CPU does not stall them.
-
-    Module-scoped, so that it is already in force when module-scoped training fixtures run."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="session")
-def data_root() -> Path:
-    root = os.environ.get("DAMCHA_TS_DATA")
-    if not root or not Path(root).is_dir():
-        pytest.fail("set DAMCHA_TS_DATA to the directory of the shared benchmark CSVs (../shared/data)")
-    return Path(root)
 
 
 @pytest.fixture(scope="session")

@@ -49,16 +49,6 @@ def search_data(**sections) -> dict:
     return data
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    # Tiny models gain nothing from intra-op threads, and several workers share 2 cores.
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 @pytest.fixture
 def study_files(tmp_path):
