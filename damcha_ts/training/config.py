@@ -31,8 +31,16 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from damcha_ts.errors import ConfigError
 
-#: The shipped configs live at the repository root, next to the package.
-CONFIG_ROOT = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _find_config_root() -> Path:
+    """The checkout's ``configs/`` (editable installs, CI), else the copy a built wheel carries."""
+    checkout = Path(__file__).resolve().parents[2] / "configs"
+    return checkout if checkout.is_dir() else Path(__file__).resolve().parents[1] / "configs"
+
+
+#: The shipped configs: ``configs/`` at the repository root; setup.py copies it into wheels.
+CONFIG_ROOT = _find_config_root()
 
 SECTIONS = ("data", "model", "training")
 _FILE_KEYS = (*SECTIONS, "extends", "horizons")

@@ -368,7 +368,9 @@ def load_search_spec(path: str | Path) -> SearchSpec:
 
     path = Path(path)
     if not path.is_file():
-        shipped = Path(__file__).resolve().parents[2] / "configs" / "search" / f"{path}.yaml"
+        from damcha_ts.training.config import CONFIG_ROOT
+
+        shipped = CONFIG_ROOT / "search" / f"{path}.yaml"
         if not path.suffix and shipped.is_file():
             path = shipped
         else:
