@@ -208,9 +208,11 @@ class QuantileForecastModel(nn.Module):
         """[B, Q, H, N] -> the predicted median [B, H, N] (the point forecast)."""
         return quantile_forecast[:, median_index(self.quantiles)]
 
-    def parameter_groups(self, learning_rate: float, weight_decay: float = 0.0) -> list[dict]:
+    def parameter_groups(
+        self, learning_rate: float, weight_decay: float = 0.0, compact_lr_scale: float | None = None
+    ) -> list[dict]:
         """The point model's optimiser groups (keeps DAMCHA's compact-generator lr/wd scaling)."""
-        return self.point_model.parameter_groups(learning_rate, weight_decay)
+        return self.point_model.parameter_groups(learning_rate, weight_decay, compact_lr_scale)
 
 
 def build_quantile_model(config: dict, quantiles: Sequence[float]) -> QuantileForecastModel:

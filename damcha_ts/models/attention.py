@@ -62,6 +62,8 @@ class DamchaOptions:
     parameterization: "compact" (reduced last layer, trained with lr x H) or "full" (D*D outputs).
     share_generator: one generator per encoder stack, run once on the stack input (§3.1), or one per layer.
     static_metric: the static-metric ablation (§3.3) in place of the generator.
+    generator_dropout: dropout inside the generator MLP; None uses the attention dropout, as the
+        reference does (§1.3, §8.2 item 8).
     attn_backend: "auto" | "math" | "sdpa" | "triton" (see the module docstring).
     """
 
@@ -69,6 +71,7 @@ class DamchaOptions:
     parameterization: str = "compact"
     share_generator: bool = True
     static_metric: bool = False
+    generator_dropout: float | None = None
     attn_backend: str = "auto"
 
     def __post_init__(self) -> None:
@@ -83,6 +86,8 @@ class DamchaOptions:
         check_choice("parameterization", self.parameterization, PARAMETERIZATIONS)
         check_choice("attn_backend", self.attn_backend, ATTENTION_BACKENDS)
         check_bools(self, ("share_generator", "static_metric"))
+        if self.generator_dropout is not None:
+            check_dropout(self.generator_dropout, "generator_dropout")
 
     def damcha_options(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(DamchaOptions)}
@@ -393,12 +398,13 @@ def build_attention(
 
 
 def build_metric_generator(d_model: int, config: AttentionConfig) -> MetricGenerator | StaticMetric:
-    """The metric source of a DAMCHA config; its dropout is the attention dropout (damcha.md §1.3)."""
+    """The metric source of a DAMCHA config; its dropout is the attention dropout unless
+    ``generator_dropout`` is set (damcha.md §1.3)."""
     return make_metric_generator(
         d_model,
         config.n_heads,
         hidden=config.generator_hidden,
-        dropout=config.dropout,
+        dropout=config.dropout if config.generator_dropout is None else config.generator_dropout,
         parameterization=config.parameterization,
         static_metric=config.static_metric,
     )

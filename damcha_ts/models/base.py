@@ -82,25 +82,39 @@ class ForecastModel(nn.Module):
         self._check_input(x)
         return self._forecast(x, x_mark, need_weights=True)[1]
 
-    def parameter_groups(self, learning_rate: float, weight_decay: float = 0.0) -> list[dict]:
+    def parameter_groups(
+        self, learning_rate: float, weight_decay: float = 0.0, compact_lr_scale: float | None = None
+    ) -> list[dict]:
         """torch.optim parameter groups: ``{"params", "lr", "weight_decay", "name"}``.
 
         A ``"compact"`` DAMCHA parameter stands for H tied rows of the full model, so it gets learning
         rate x H and weight decay / H (damcha.md §10 (b)); with Adam/AdamW (decoupled decay) the model
         then trains exactly as the full one. A schedule must therefore multiply each group's own rate
         (LambdaLR, StepLR, ...), never write one absolute rate into every group.
+
+        ``compact_lr_scale`` replaces the factor H (learning rate x scale, weight decay / scale): an
+        ablation of that multiplier, no longer equivalent to the full model unless it equals H.
         """
-        tied_scale: dict[int, int] = {}
+        tied_scale: dict[int, float] = {}
         for module in self.modules():
             if isinstance(module, (MetricGenerator, StaticMetric)):
                 for param in module.tied_parameters():
-                    tied_scale[id(param)] = module.n_heads
+                    tied_scale[id(param)] = module.n_heads if compact_lr_scale is None else compact_lr_scale
+        if compact_lr_scale is not None:
+            if not tied_scale:
+                raise ConfigError(
+                    f"compact_lr_scale={compact_lr_scale} needs a DAMCHA model with "
+                    "parameterization='compact'; this model has no compact generator parameters"
+                )
+            if not compact_lr_scale > 0:
+                raise ConfigError(f"compact_lr_scale={compact_lr_scale}; expected a number > 0")
         groups: dict[str, dict] = {}
         for param in self.parameters():
             if not param.requires_grad:
                 continue
-            scale = tied_scale.get(id(param), 1)
-            name = "default" if scale == 1 else f"damcha_compact_x{scale}"
+            scale = tied_scale.get(id(param))
+            name = "default" if scale is None else f"damcha_compact_x{scale:g}"
+            scale = 1 if scale is None else scale
             group = groups.setdefault(
                 name,
                 {"params": [], "lr": learning_rate * scale, "weight_decay": weight_decay / scale,

@@ -23,9 +23,9 @@ def check_bools(config: object, names: tuple[str, ...]) -> None:
             raise ConfigError(f"{name}={getattr(config, name)!r}; expected True or False")
 
 
-def check_dropout(value: object) -> None:
+def check_dropout(value: object, name: str = "dropout") -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-        raise ConfigError(f"dropout={value!r}; expected a number in [0, 1)")
+        raise ConfigError(f"{name}={value!r}; expected a number in [0, 1)")
 
 
 def check_heads(d_model: int, n_heads: int) -> int:

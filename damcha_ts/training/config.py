@@ -80,6 +80,9 @@ class TrainingConfig:
     # Quantile levels for a probabilistic model trained on the pinball loss (0.5 is added: the
     # median is the point forecast); None trains a point model on the MSE.
     quantiles: list[float] | None = None
+    # Ablation of DAMCHA's compact-generator multiplier (learning rate x scale, weight decay / scale).
+    # None: n_heads, which trains exactly as the reference full D*D layer (damcha.md §10 (b)).
+    compact_lr_scale: float | None = None
 
     def __post_init__(self) -> None:
         hints = get_type_hints(type(self))
@@ -106,6 +109,8 @@ class TrainingConfig:
             raise ConfigError("training.patience and training.num_workers must be >= 0")
         if self.learning_rate <= 0:
             raise ConfigError(f"training.learning_rate must be > 0, got {self.learning_rate}")
+        if self.compact_lr_scale is not None and not self.compact_lr_scale > 0:
+            raise ConfigError(f"training.compact_lr_scale must be > 0 (or null), got {self.compact_lr_scale}")
         if not 0.0 < self.variate_fraction <= 1.0:
             raise ConfigError(f"training.variate_fraction must be in (0, 1], got {self.variate_fraction}")
 
@@ -361,10 +366,20 @@ def _validate(config: dict) -> dict:
     switch = registry.FAMILIES[family][2]
     config["model"] = {"name": f"{family}_{getattr(model_config, switch)}", **_plain(dataclasses.asdict(model_config))}
     config["training"] = dataclasses.asdict(TrainingConfig.from_dict(training))
-    if config["training"]["quantiles"] is None:
-        # Point models resolve (and hash) as before quantiles existed: old runs stay resumable.
-        del config["training"]["quantiles"]
+    for section, key, default in LATE_FIELDS:
+        if config[section][key] == default:
+            del config[section][key]
     return config
+
+
+#: Fields added after runs were recorded: at their default they are left out of the resolved config,
+#: so configs resolve (and hash) as before the field existed and earlier runs stay resumable and their
+#: leaderboard rows current.
+LATE_FIELDS = (
+    ("training", "quantiles", None),
+    ("training", "compact_lr_scale", None),
+    ("model", "generator_dropout", None),
+)
 
 
 def _plain(value: Any) -> Any:

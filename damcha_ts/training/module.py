@@ -104,7 +104,7 @@ class ForecastModule(L.LightningModule):
 
     def configure_optimizers(self):
         config = self.training_config
-        groups = self.model.parameter_groups(config.learning_rate, config.weight_decay)
+        groups = self.model.parameter_groups(config.learning_rate, config.weight_decay, config.compact_lr_scale)
         optimizer = torch.optim.Adam(groups, lr=config.learning_rate)
         # LambdaLR multiplies each group's *own* initial lr, keeping DAMCHA's group ratios.
         scheduler = torch.optim.lr_scheduler.LambdaLR(

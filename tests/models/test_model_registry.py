@@ -18,6 +18,7 @@ from damcha_ts.models import (
     GateformerConfig,
     ITransformer,
     ITransformerConfig,
+    MetricGenerator,
     MultiHeadAttention,
     build_model,
     make_config,
@@ -109,6 +110,40 @@ def test_full_parameterization_and_mha_have_one_group():
     for model in (build_model("itransformer_damcha", parameterization="full", **SMALL), build_model("gateformer_mha", **SMALL)):
         (group,) = model.parameter_groups(5e-4)
         assert group["lr"] == 5e-4 and group["weight_decay"] == 0.0 and group["name"] == "default"
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_compact_lr_scale_replaces_the_head_factor(static):
+    model = build_model("itransformer_damcha", static_metric=static, **SMALL)
+    groups = {g["name"]: g for g in model.parameter_groups(1e-3, weight_decay=0.08, compact_lr_scale=1.0)}
+    assert set(groups) == {"default", "damcha_compact_x1"}
+    assert groups["damcha_compact_x1"]["lr"] == 1e-3 and groups["damcha_compact_x1"]["weight_decay"] == 0.08
+    halves = {g["name"]: g for g in model.parameter_groups(1e-3, weight_decay=0.08, compact_lr_scale=0.5)}
+    assert halves["damcha_compact_x0.5"]["lr"] == pytest.approx(5e-4)
+    assert halves["damcha_compact_x0.5"]["weight_decay"] == pytest.approx(0.16)
+
+
+@pytest.mark.parametrize("name, extra", [("itransformer_mha", {}), ("itransformer_damcha", {"parameterization": "full"})])
+def test_compact_lr_scale_without_compact_parameters_is_an_error(name, extra):
+    model = build_model(name, **extra, **SMALL)
+    with pytest.raises(ConfigError, match="compact_lr_scale=2.0 needs a DAMCHA model"):
+        model.parameter_groups(1e-3, compact_lr_scale=2.0)
+
+
+@pytest.mark.parametrize("name", ["itransformer_damcha", "gateformer_damcha"])
+@pytest.mark.parametrize("share", [True, False])
+def test_generator_dropout_defaults_to_the_attention_dropout_and_can_differ(name, share):
+    def generator_dropouts(model):
+        return {m.p for g in model.modules() if isinstance(g, MetricGenerator) for m in g.modules() if isinstance(m, torch.nn.Dropout)}
+
+    def attention_dropouts(model):
+        return {m.dropout for m in model.modules() if isinstance(m, DamchaAttention)}
+
+    assert generator_dropouts(build_model(name, dropout=0.3, share_generator=share, **SMALL)) == {0.3}
+    ablated = build_model(name, dropout=0.3, generator_dropout=0.0, share_generator=share, **SMALL)
+    assert generator_dropouts(ablated) == {0.0} and attention_dropouts(ablated) == {0.3}
+    with pytest.raises(ConfigError, match="generator_dropout=1.5"):
+        build_model(name, generator_dropout=1.5, **SMALL)
 
 
 def test_a_lambda_schedule_keeps_the_group_ratio():

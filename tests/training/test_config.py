@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pandas as pd
 import pytest
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.training import available_configs, config_hash, load_run_config
+
+ROOT = Path(__file__).resolve().parents[2]
 
 HORIZONS = (96, 192, 336, 720)
 
@@ -107,6 +112,24 @@ def test_resolved_config_is_a_fixed_point_and_its_hash_ignores_key_order():
     changed = load_run_config(config, overrides=["training.seed=7"])
     assert config_hash(changed) != config_hash(config)
     assert len(config_hash(config)) == 12
+
+
+def test_fields_added_later_leave_old_hashes_alone_until_set():
+    """A new training field at its default must not change the hash of runs recorded before it existed:
+    the committed leaderboard row of this cell was hashed before ``compact_lr_scale``, ``quantiles`` and
+    ``generator_dropout`` existed."""
+    rows = pd.read_csv(ROOT / "benchmarks" / "results" / "leaderboard.csv")
+    recorded = rows.query("dataset == 'ETTh1' and model == 'itransformer_damcha' and horizon == 96 and seed == 2023")
+    config = load_run_config("itransformer_damcha/etth1", horizon=96, overrides=["training.seed=2023"])
+    assert "compact_lr_scale" not in config["training"] and "quantiles" not in config["training"]
+    assert config_hash(config) == recorded["config_hash"].iloc[-1]
+    ablation = load_run_config(config, overrides=["training.compact_lr_scale=1"])
+    assert ablation["training"]["compact_lr_scale"] == 1.0
+    assert config_hash(ablation) != config_hash(config)
+    with pytest.raises(ConfigError, match="training.compact_lr_scale"):
+        load_run_config(config, overrides=["training.compact_lr_scale=0"])
+    generator = load_run_config(config, overrides=["model.generator_dropout=0"])
+    assert generator["model"]["generator_dropout"] == 0 and config_hash(generator) != config_hash(config)
 
 
 def test_dict_config_with_extends_and_bare_family_name(tmp_path):

@@ -199,3 +199,14 @@ def test_partial_variate_training_slices_variates_in_training_only(tmp_path, tin
     )
     assert seen == {"train": {4}, "eval": {7}}  # round(0.5 * 7) variates per training batch
     assert fit.epochs_run == 1
+
+
+def test_compact_lr_scale_reaches_the_optimizer(tiny_config):
+    """training.compact_lr_scale (the multiplier ablation) sets the compact group's lr and weight decay."""
+    from damcha_ts.training.module import ForecastModule
+
+    config = tiny_config("training.compact_lr_scale=1", "training.weight_decay=0.01")
+    optimizer = ForecastModule(config["model"], config["training"]).configure_optimizers()["optimizer"]
+    groups = {g["name"]: (g["lr"], g["weight_decay"]) for g in optimizer.param_groups}
+    lr = config["training"]["learning_rate"]
+    assert groups == {"default": (lr, 0.01), "damcha_compact_x1": (lr, 0.01)}
