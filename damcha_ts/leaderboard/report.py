@@ -191,6 +191,40 @@ def _metric_tables(
     return lines
 
 
+def _training_table(data: DatasetResults, models: Sequence[str]) -> list[str]:
+    """How each trained cell ran (seed means): size, when validation peaked, and what it cost.
+
+    The best epoch is where early stopping's validation MSE was lowest (1-based, the weights tested);
+    a model that peaks in its first epochs while another improves until late learns faster or
+    overfits sooner -- the first thing to look at when one attention kind loses to the other.
+    """
+    body = []
+    for model in models:
+        for horizon in sorted(data.runs.get(model, {})):
+            rows = [r for r in data.runs[model][horizon].values()
+                    if not _is_missing(r.get("epochs_run")) and int(r["epochs_run"]) > 0]  # naive rows train nothing
+            if not rows:
+                continue
+
+            def mean(key: str) -> float:
+                return statistics.fmean(float(r[key]) for r in rows)
+
+            best = [int(r["best_epoch"]) + 1 for r in rows if not _is_missing(r.get("best_epoch"))]
+            body.append([
+                model, str(horizon), str(len(rows)), f"{mean('n_params') / 1e6:.2f}M",
+                ", ".join(map(str, best)) or "–", f"{mean('epochs_run'):.1f}",
+                f"{mean('seconds_per_epoch'):.0f}", f"{mean('wall_seconds') / 60:.1f}",
+            ])
+    if not body:
+        return []
+    header = ["model", "H", "seeds", "parameters", "best epoch (per seed)", "epochs run", "s / epoch", "wall min"]
+    return ["Training runs (seed means; best epoch 1-based, as early stopping chose it):", "", *_table(header, body), ""]
+
+
+def _is_missing(value) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
 def compare_damcha_mha(results: Mapping[str, DatasetResults], mha: str, damcha: str) -> dict:
     """DAMCHA vs MHA over every (dataset, horizon) where both have a seed-mean MSE.
 
@@ -417,6 +451,7 @@ def build_report(
         if ablations:
             lines += ["Ablation rows (same protocol; labels from the grid file):", ""]
             lines += _metric_tables(data, ablations, horizons, published, expected_seeds, with_published=False)
+        lines += _training_table(data, [*main, *ablations])
         lines += _missing_lines(dataset, expected, results.get(dataset))
         if f"forecast:{dataset}" in plots:
             lines += [f"![Forecast vs truth, {dataset}]({plots[f'forecast:{dataset}']})", ""]
