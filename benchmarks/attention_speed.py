@@ -14,9 +14,10 @@ Layers run in training mode, with an input that requires grad as inside a model,
 0.1 (the official value; torch's CPU SDPA then falls back to its explicit kernel) and at 0 (the fused
 CPU kernel). DAMCHA uses the package defaults: compact generator with hidden widths (256, 512), its own
 generator (one layer has no stack to share one with), backend "auto" (SDPA on CPU). A model step is
-forward, MSE loss, backward and a torch.optim.Adam step over ``model.parameter_groups`` (the default
-implementation, and at ETTh1 also ``fused=True``), with dropout 0.1 and the official iTransformer
-config; DAMCHA shares one generator per stack (the default).
+forward, MSE loss, backward and an Adam step over ``model.parameter_groups``: the training optimiser
+(``damcha_ts.training.optim.adam``, the foreach update), and at ETTh1 also PyTorch's CPU default (the
+per-tensor loop) and ``fused=True``; dropout 0.1 and the official iTransformer config; DAMCHA shares
+one generator per stack (the default).
 
 Writes benchmarks/results/attention_speed.json: a list of records with kind ("layer" | "model"),
 B, N (tokens, marks included), D, H, damcha_ms, mha_ms, ratio (wall-clock medians), damcha_cpu_ms,
@@ -38,16 +39,18 @@ import torch
 import torch.nn.functional as F
 
 from damcha_ts.models import AttentionConfig, build_attention, build_model
+from damcha_ts.training.optim import adam
 
 # (label, B, tokens, D, H): iTransformer's ETT, Weather and Traffic token counts (N + 4 marks)
 LAYER_SHAPES = [("ETT", 32, 11, 256, 8), ("Weather", 32, 25, 512, 8), ("Traffic", 16, 866, 512, 8)]
-# (label, batch, variates, official iTransformer config at pred_len 96 (protocol.md §2.3), fused Adam)
+# (label, batch, variates, official iTransformer config at pred_len 96 (protocol.md §2.3), Adam update)
 ETTH1 = {"d_model": 256, "d_ff": 256, "e_layers": 2, "n_heads": 8}
 TRAFFIC = {"d_model": 512, "d_ff": 512, "e_layers": 4, "n_heads": 8}
 MODEL_SETTINGS = [
-    ("ETTh1", 32, 7, ETTH1, False),
-    ("ETTh1", 32, 7, ETTH1, True),
-    ("Traffic", 16, 862, TRAFFIC, False),
+    ("ETTh1", 32, 7, ETTH1, "foreach"),
+    ("ETTh1", 32, 7, ETTH1, "loop"),
+    ("ETTh1", 32, 7, ETTH1, "fused"),
+    ("Traffic", 16, 862, TRAFFIC, "foreach"),
 ]
 N_MARKS = 4
 KINDS = ("mha", "damcha")  # the timing alternates in this order
@@ -104,11 +107,16 @@ def layer_step(kind: str, B: int, tokens: int, D: int, H: int, dropout: float):
     return step
 
 
-def model_step(name: str, B: int, n_variates: int, hyper: dict, fused_adam: bool):
+ADAM_UPDATES = {
+    "foreach": lambda groups: adam(groups, 1e-4),  # what training uses
+    "loop": lambda groups: torch.optim.Adam(groups, lr=1e-4, foreach=False),  # PyTorch's CPU default
+    "fused": lambda groups: torch.optim.Adam(groups, lr=1e-4, fused=True),  # one kernel, other rounding
+}
+
+
+def model_step(name: str, B: int, n_variates: int, hyper: dict, update: str):
     model = build_model(name, seq_len=96, pred_len=96, dropout=DROPOUT, **hyper).train()
-    # fused=True: one kernel per step instead of ~6 passes per tensor, which matters for DAMCHA's
-    # multi-million-parameter generator on CPU
-    optimizer = torch.optim.Adam(model.parameter_groups(1e-4), fused=fused_adam or None)
+    optimizer = ADAM_UPDATES[update](model.parameter_groups(1e-4))
     x, marks = torch.randn(B, 96, n_variates), torch.rand(B, 96, N_MARKS) - 0.5
     target = torch.randn(B, 96, n_variates)
 
@@ -174,12 +182,12 @@ def main(argv: list[str] | None = None) -> int:
             steps = {kind: layer_step(kind, B, tokens, D, H, dropout) for kind in KINDS}
             repeats = layer_repeats if tokens > 100 else small_repeats
             records.append(record("layer", label, B, tokens, D, H, steps, repeats, dropout=dropout, **common))
-    for label, B, n_variates, hyper, fused_adam in MODEL_SETTINGS:
-        steps = {kind: model_step(f"itransformer_{kind}", B, n_variates, hyper, fused_adam) for kind in KINDS}
+    for label, B, n_variates, hyper, update in MODEL_SETTINGS:
+        steps = {kind: model_step(f"itransformer_{kind}", B, n_variates, hyper, update) for kind in KINDS}
         repeats = model_repeats if n_variates > 100 else small_repeats
         extra = {
             "variates": n_variates, "e_layers": hyper["e_layers"], "d_ff": hyper["d_ff"], "dropout": DROPOUT,
-            "optimizer": "Adam(fused=True)" if fused_adam else "Adam", **common,
+            "optimizer": f"Adam ({update})", **common,
         }
         D, H, tokens = hyper["d_model"], hyper["n_heads"], n_variates + N_MARKS
         records.append(record("model", label, B, tokens, D, H, steps, repeats, **extra))

@@ -11,6 +11,7 @@ from gluonts.core.component import validated
 from damcha_ts.errors import ConfigError, DataError
 from damcha_ts.models import build_model
 from damcha_ts.probabilistic import build_quantile_model, pinball_loss, quantile_mean, validate_quantiles
+from damcha_ts.training.optim import adam
 
 
 class DAMCHALightningModule(pl.LightningModule):
@@ -124,4 +125,4 @@ class DAMCHALightningModule(pl.LightningModule):
     def configure_optimizers(self):
         # Same convention as damcha_ts.training: Adam over the model's own parameter groups, so
         # DAMCHA's compact generator layer keeps its H-times learning rate (damcha.md §10).
-        return torch.optim.Adam(self.model.parameter_groups(self.lr, self.weight_decay), lr=self.lr)
+        return adam(self.model.parameter_groups(self.lr, self.weight_decay), self.lr)
