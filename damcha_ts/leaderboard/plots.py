@@ -108,3 +108,37 @@ def plot_head_metrics(sample_file: str | Path, title: str, path: str | Path) -> 
             axes.axvline(boundary * head_width - 0.5, color="black", linewidth=0.4)
         axes.set_title("full cross-head metric M (blocks M_ij; m_i = sum_j M_ij)", fontsize="small")
     return _save(figure, Path(path))
+
+
+def plot_curves(dataset: str, curves: Mapping[int, Mapping[str, Mapping]], path: str | Path) -> Path:
+    """Validation (top row) and training (bottom row) MSE per epoch, one column per horizon, one colour
+    per model; a star marks each model's lowest validation MSE (the weights that were tested).
+
+    curves: {horizon: {model label: {"epochs", "train_loss", "val_loss"}}}.
+    """
+    import numpy as np
+
+    horizons = sorted(curves)
+    models = list(dict.fromkeys(m for per_model in curves.values() for m in per_model))
+    colours = {model: f"C{k % 10}" for k, model in enumerate(models)}
+    figure = _figure(3.3 * len(horizons) + 2.8, 5.6)
+    figure.suptitle(f"{dataset}: MSE per epoch (z-scale)")
+    for k, horizon in enumerate(horizons):
+        top = figure.add_subplot(2, len(horizons), k + 1)
+        bottom = figure.add_subplot(2, len(horizons), len(horizons) + k + 1, sharex=top)
+        for model, curve in curves[horizon].items():
+            epochs, val = np.asarray(curve["epochs"]), np.asarray(curve["val_loss"], dtype=float)
+            top.plot(epochs, val, color=colours[model], marker="o", markersize=3, linewidth=1.3, label=model)
+            best = int(np.nanargmin(val))
+            top.plot(epochs[best], val[best], color=colours[model], marker="*", markersize=11)
+            bottom.plot(epochs, np.asarray(curve["train_loss"], dtype=float), color=colours[model], linewidth=1.1)
+        top.set_title(f"H={horizon}", fontsize="small")
+        bottom.set_xlabel("epoch")
+        if k == 0:
+            top.set_ylabel("validation MSE")
+            bottom.set_ylabel("training MSE")
+        for axes in (top, bottom):
+            axes.grid(alpha=0.3)
+    handles, labels = figure.axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, fontsize="small", loc="outside right upper")
+    return _save(figure, Path(path))

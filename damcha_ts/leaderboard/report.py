@@ -453,6 +453,8 @@ def build_report(
             lines += _metric_tables(data, ablations, horizons, published, expected_seeds, with_published=False)
         lines += _training_table(data, [*main, *ablations])
         lines += _missing_lines(dataset, expected, results.get(dataset))
+        if f"curves:{dataset}" in plots:
+            lines += [f"![Training and validation MSE per epoch, {dataset}]({plots[f'curves:{dataset}']})", ""]
         if f"forecast:{dataset}" in plots:
             lines += [f"![Forecast vs truth, {dataset}]({plots[f'forecast:{dataset}']})", ""]
         for key, path in sorted(plots.items()):
@@ -470,6 +472,7 @@ def render_plots(
 ) -> dict[str, Path]:
     """Draw every figure the rows and saved samples allow; returns {plot key: PNG path}."""
     from damcha_ts.leaderboard import plots as draw
+    from damcha_ts.leaderboard.curves import load_curves
     from damcha_ts.leaderboard.results import sample_path
 
     made: dict[str, Path] = {}
@@ -495,9 +498,31 @@ def render_plots(
                 if png is not None:
                     made[f"metrics:{dataset}:{model}"] = png
             break  # one horizon per dataset: the shortest with samples
+    curves = _first_seed_curves(load_curves(results_path), results)
+    for dataset, per_horizon in curves.items():
+        made[f"curves:{dataset}"] = draw.plot_curves(dataset, per_horizon, plots_dir / f"curves_{dataset}.png")
     if averages:
         made["average_mse"] = draw.plot_average_mse(averages, plots_dir / "average_mse.png")
+    # Samples are not committed: in a fresh clone the figures drawn from them are kept as they are.
+    for dataset, data in results.items():
+        kept = {f"forecast:{dataset}": plots_dir / f"forecast_{dataset}.png"}
+        kept |= {f"metrics:{dataset}:{m}": plots_dir / f"head_metrics_{dataset}_{m}.png" for m in data.runs}
+        made |= {key: png for key, png in kept.items() if key not in made and png.is_file()}
     return made
+
+
+def _first_seed_curves(stored: Sequence[Mapping], results: Mapping[str, DatasetResults]) -> dict:
+    """{dataset: {horizon: {model: curve}}} for the rows the report shows, each model's first seed."""
+    by_key = {(c["dataset"], c["model"], int(c["horizon"]), int(c["seed"]), c["config_hash"]): c for c in stored}
+    chosen: dict[str, dict[int, dict[str, Mapping]]] = {}
+    for dataset in _dataset_order(results):
+        for model, per_horizon in results[dataset].runs.items():
+            for horizon, per_seed in per_horizon.items():
+                row = per_seed[min(per_seed)]
+                curve = by_key.get((dataset, model, horizon, int(row["seed"]), row["config_hash"]))
+                if curve is not None:
+                    chosen.setdefault(dataset, {}).setdefault(horizon, {})[model] = curve
+    return chosen
 
 
 def write_report(

@@ -98,7 +98,7 @@ def _format(value) -> str:
 
 
 @contextlib.contextmanager
-def _exclusive_lock(path: Path) -> Iterator[None]:
+def exclusive_lock(path: Path) -> Iterator[None]:
     """An advisory lock on the CSV's folder, so two runners never interleave their rewrites.
 
     The folder, not the file, is locked: ``os.replace`` swaps the file's inode, and a lock file
@@ -125,7 +125,7 @@ def append_result(path: str | Path, row: Mapping) -> None:
     if missing:
         raise DataError(f"result row for {path} lacks columns {missing}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive_lock(path):
+    with exclusive_lock(path):
         # Left-overs of a writer killed between creating and replacing its temp file.
         for stale in _temporary_files(path):
             stale.unlink(missing_ok=True)
@@ -139,20 +139,26 @@ def append_result(path: str | Path, row: Mapping) -> None:
         if not old:
             writer.writerow(RESULT_COLUMNS)
         writer.writerow([_format(row[c]) for c in RESULT_COLUMNS])
-        descriptor, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            os.fchmod(descriptor, 0o644)  # mkstemp makes 0600; results are for everyone to read
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(old + buffer.getvalue().encode("utf-8"))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp_name, path)
-        except BaseException:
-            Path(temp_name).unlink(missing_ok=True)
-            raise
-        # Make the rename itself durable.
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        replace_atomically(path, old + buffer.getvalue().encode("utf-8"))
+
+
+def replace_atomically(path: Path, content: bytes) -> None:
+    """Write ``content`` to a temp file beside ``path``, fsync, ``os.replace`` it over ``path`` and
+    fsync the folder; call it under ``exclusive_lock(path)``."""
+    descriptor, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(descriptor, 0o644)  # mkstemp makes 0600; results are for everyone to read
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    # Make the rename itself durable.
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)

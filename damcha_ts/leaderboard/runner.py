@@ -3,7 +3,8 @@
 Resumption: a cell whose (dataset, model, horizon, seed, config hash) already has a row in the
 results CSV is skipped. A cell interrupted mid-training resumes from its run directory's last
 checkpoint. Rows are appended atomically (``results.append_result``), so a crash or kill loses at
-most the cells in progress.
+most the cells in progress. Each finished cell's per-epoch losses go to ``curves.json`` beside the CSV
+(``curves.py``); cells finished before that get theirs on the next run if their run folder is there.
 
 Devices: on CUDA one worker process per GPU (each pinned with ``CUDA_VISIBLE_DEVICES``) pulls the
 next cell from a shared queue and trains in bf16-mixed (the run configs' ``precision: auto``); the
@@ -29,7 +30,8 @@ from pathlib import Path
 from damcha_ts.errors import ChecksumError, DatasetNotFoundError
 from damcha_ts.leaderboard.cells import SAMPLE_FILE, ResolvedCell, resolve_cell, run_cell
 from damcha_ts.leaderboard.grid import LeaderboardGrid
-from damcha_ts.leaderboard.results import append_result, finished_keys, sample_path
+from damcha_ts.leaderboard.curves import load_curves, read_run_curves, record_curves
+from damcha_ts.leaderboard.results import append_result, cell_key, finished_keys, read_results, sample_path
 
 
 @dataclass
@@ -116,6 +118,11 @@ def _keep_sample(resolved: ResolvedCell, grid: LeaderboardGrid, results_path: Pa
         shutil.copyfile(source, target)
 
 
+def _keep_curves(results_path: Path, finished: Sequence[tuple[dict, ResolvedCell]]) -> None:
+    """Copy finished cells' per-epoch curves out of their run folders into curves.json."""
+    record_curves(results_path, [(row, read_run_curves(item.run_dir)) for row, item in finished if item.run_dir])
+
+
 def run_leaderboard(
     grid: LeaderboardGrid,
     results_path: str | Path,
@@ -148,6 +155,11 @@ def run_leaderboard(
     done = finished_keys(results_path)
     pending = [r for r in resolved if r.key not in done]
     summary.already_finished = len(resolved) - len(pending)
+    # Cells finished before curves were kept (or on another machine): take their curves if the run
+    # folder is here.
+    have_curves = {cell_key(item) for item in load_curves(results_path)}
+    rows = {cell_key(row): row for row in read_results(results_path)}
+    _keep_curves(results_path, [(rows[r.key], r) for r in resolved if r.key in rows and r.key not in have_curves])
     todo = pending if max_cells is None else pending[: max(0, max_cells)]
     log(f"leaderboard {grid.name}: {len(cells)} cells, {summary.already_finished} already in {results_path}, "
         f"{len(pending)} to run, running {len(todo)} now")
@@ -160,6 +172,7 @@ def run_leaderboard(
             return
         append_result(results_path, row)
         _keep_sample(item, grid, results_path)
+        _keep_curves(results_path, [(row, item)])
         summary.ran.append(row)
         log(f"{prefix}: mse={row['mse']:.4f} mae={row['mae']:.4f} ({row['wall_seconds']:.1f} s)")
 

@@ -100,9 +100,26 @@ def test_rerun_skips_finished_cells_and_rows_trace_to_runs(tmp_path, capsys, one
         assert row["epochs_run"] == 2 and row["best_epoch"] in (0, 1)
         assert "torch=" in row["versions"] and "threads=" in row["hardware"]
 
+    # Per-epoch curves beside the CSV: the run's logged losses, and the best epoch is the row's.
+    curves = {cell_key(c): c for c in json.loads((results.parent / "curves.json").read_text())}
+    assert set(curves) == {cell_key(by_model[m]) for m in ("itransformer_mha", "itransformer_damcha")}
+    for model in ("itransformer_mha", "itransformer_damcha"):
+        row, curve = by_model[model], curves[cell_key(by_model[model])]
+        (run_dir,) = (runs / "smoke" / "ETTh1" / model / "H96").glob(f"seed7-{row['config_hash']}")
+        logged = pd.read_csv(run_dir / "logs" / "metrics.csv")
+        val = logged.dropna(subset=["val_loss"]).sort_values("epoch")
+        assert curve["epochs"] == [1, 2] and curve["val_loss"] == pytest.approx(val["val_loss"].tolist())
+        assert int(np.argmin(curve["val_loss"])) == row["best_epoch"]
+    # Cells finished before curves were kept get them on the next run of the grid.
+    stored = (results.parent / "curves.json").read_bytes()
+    (results.parent / "curves.json").unlink()
+    code, fourth = _run_cli(args, capsys)
+    assert code == 0 and fourth["ran"] == [] and (results.parent / "curves.json").read_bytes() == stored
+
     report = (results.parent / "LEADERBOARD.md").read_text()
     assert "## ETTh1" in report and "configs/leaderboard/smoke.yaml --only-dataset ETTh1" in report
-    for png in ("average_mse.png", "forecast_ETTh1.png", "head_metrics_ETTh1_itransformer_damcha.png"):
+    assert "(plots/curves_ETTh1.png)" in report
+    for png in ("average_mse.png", "forecast_ETTh1.png", "head_metrics_ETTh1_itransformer_damcha.png", "curves_ETTh1.png"):
         assert (results.parent / "plots" / png).stat().st_size > 1000
     sample = np.load(results.parent / "samples" / "ETTh1__itransformer_damcha__H96.npz")
     assert sample["pred"].shape == (4, 96, 7) and sample["head_metrics"].shape == (2, 8, 8)

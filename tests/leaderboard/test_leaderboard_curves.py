@@ -1,0 +1,71 @@
+"""curves.json: per-epoch losses copied out of Lightning logs, one entry per cell, rewritten atomically."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from damcha_ts.leaderboard.curves import curves_path, load_curves, read_run_curves, record_curves
+from damcha_ts.leaderboard.report import render_plots
+
+# The layout Lightning's CSVLogger writes for our module: lr rows without an epoch, step rows with
+# train_loss_step only, then per epoch one val_loss row and one train_loss row.
+LOG = """epoch,lr-Adam/default,step,train_loss,train_loss_step,val_loss
+,0.0001,0,,,
+0,,49,,0.47,
+0,,263,,,0.7118
+0,,263,0.4164,,
+,0.0001,264,,,
+1,,299,,0.34,
+1,,527,,,0.6877
+1,,527,0.3670,,
+2,,549,,0.31,
+"""
+
+
+def _row(model: str, seed: int = 2023, config_hash: str = "abc123abc123") -> dict:
+    return {"dataset": "ETTh1", "model": model, "horizon": 96, "seed": seed, "config_hash": config_hash}
+
+
+def test_epoch_losses_are_read_from_the_lightning_log(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "metrics.csv").write_text(LOG)
+    curve = read_run_curves(tmp_path)
+    # Epoch 3 was cut short before validation: it is not a point of the curve.
+    assert curve == {"epochs": [1, 2], "train_loss": [0.4164, 0.3670], "val_loss": [0.7118, 0.6877]}
+    assert read_run_curves(tmp_path / "nowhere") is None
+
+
+def test_a_validation_without_train_loss_keeps_the_epoch_with_nan(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "metrics.csv").write_text("epoch,step,train_loss,val_loss\n0,10,,0.5\n")
+    curve = read_run_curves(tmp_path)
+    assert curve["epochs"] == [1] and curve["val_loss"] == [0.5] and math.isnan(curve["train_loss"][0])
+
+
+def test_record_replaces_the_same_cell_and_keeps_the_others(tmp_path):
+    results = tmp_path / "leaderboard.csv"
+    first = {"epochs": [1], "train_loss": [0.4], "val_loss": [0.7]}
+    assert record_curves(results, [(_row("itransformer_mha"), first), (_row("itransformer_damcha"), first)]) == 2
+    again = {"epochs": [1, 2], "train_loss": [0.4, 0.3], "val_loss": [0.7, 0.6]}
+    assert record_curves(results, [(_row("itransformer_damcha"), again), (_row("itransformer_mha", 2024), None)]) == 1
+    stored = {c["model"]: c for c in load_curves(results)}
+    assert stored["itransformer_mha"]["val_loss"] == [0.7] and stored["itransformer_damcha"]["val_loss"] == [0.7, 0.6]
+    assert len(load_curves(results)) == 2
+    assert not list(tmp_path.glob(".curves.json.*.tmp"))  # the atomic rewrite left nothing behind
+    assert json.loads(curves_path(results).read_text())[0]["model"] == "itransformer_damcha"  # sorted by cell
+
+
+def test_figures_of_uncommitted_samples_survive_a_fresh_clone(tmp_path):
+    """Samples are not committed: a report regenerated without them still links the committed PNGs."""
+    results = tmp_path / "leaderboard.csv"
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    for name in ("forecast_ETTh1.png", "head_metrics_ETTh1_itransformer_damcha.png"):
+        (plots / name).write_bytes(b"png")
+    row = {**_row("itransformer_damcha"), "mse": 0.4, "mae": 0.41}
+    record_curves(results, [(row, {"epochs": [1, 2], "train_loss": [0.4, 0.3], "val_loss": [0.7, 0.69]})])
+    made = render_plots([row], results, plots)
+    assert made["forecast:ETTh1"] == plots / "forecast_ETTh1.png"
+    assert made["metrics:ETTh1:itransformer_damcha"] == plots / "head_metrics_ETTh1_itransformer_damcha.png"
+    assert made["curves:ETTh1"].stat().st_size > 1000
