@@ -166,6 +166,17 @@ def _format(value) -> str:
     return str(value)
 
 
+def _invocation_lines(invocations: list[dict]) -> list[str]:
+    """Every command that added trials to this study, oldest first (only when there were several)."""
+    if len(invocations) < 2:
+        return []
+    lines = ["Invocations of this study (oldest first):", ""]
+    for k, item in enumerate(invocations, 1):
+        lines.append(f"{k}. `{item['command']}` ({item.get('started', '?')}): {item['trials_before']} "
+                     f"trials before, {item['n_trials']} added")
+    return [*lines, ""]
+
+
 def write_report(
     study, search: SearchSpec, result: StudyResult, out_dir: str | Path, *, command: str | None = None
 ) -> Path:
@@ -188,6 +199,7 @@ def write_report(
         f"# Optuna study `{result.study_name}`",
         "",
         *([f"Command: `{command}`", ""] if command else []),
+        *_invocation_lines(study.user_attrs.get("invocations", [])),
         f"- storage: `{result.storage}`",
         "- objective: best validation MSE (`val_loss`, z-scored scale); the study never sees the "
         "test split, which is used once, for the best config, after the study",

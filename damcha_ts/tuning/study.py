@@ -355,6 +355,11 @@ def run_study(
         "shares": split_trials(n_trials, workers),
     }
     log(f"study {name!r} in {display_url(url)}: {launch} trials so far, adding {n_trials}")
+    if command:  # the study's own history: a resumed study's report lists every command that fed it
+        history = list(study.user_attrs.get(INVOCATIONS_ATTR, []))
+        history.append({"command": command, "trials_before": launch, "n_trials": n_trials,
+                        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        study.set_user_attr(INVOCATIONS_ATTR, history)
     started = time.perf_counter()
     exit_codes: list[int] = []
     if n_trials > 0:
@@ -388,6 +393,9 @@ def run_study(
         json.dumps(result.to_json(), indent=2, default=str) + "\n", encoding="utf-8"
     )
     return result
+
+
+INVOCATIONS_ATTR = "invocations"  # study user attribute: [{"command", "trials_before", "n_trials", "started"}]
 
 
 def summarize(study, search: SearchSpec, url: str, out_dir: Path) -> StudyResult:

@@ -135,6 +135,17 @@ def test_pruned_trials_end_pruned_and_a_rerun_resumes(study_files, tmp_path, cap
         "model.generator_hidden": json.loads(best.params["model.generator_hidden"]),
     }
 
+    # A rerun with --n-trials 0 adds nothing and only reports; the report lists every command that
+    # fed the study, so a resumed study's numbers still trace to the runs that made them.
+    argv = ["tune", "--config", str(config), "--search", str(search), "--storage", url, "--study-name", "prune",
+            "--out", str(out), "--no-test", "--n-trials", "0"]
+    assert main(argv) == 0
+    assert len(load_trials(url, "prune")) == 5
+    report = (out / "report.md").read_text()
+    assert "Invocations of this study (oldest first):" in report
+    assert "--n-trials 2" in report and "3 trials before, 2 added" in report
+    assert "--n-trials 0" in report and "5 trials before, 0 added" in report
+
 
 def test_exported_best_config_reproduces_the_best_validation_mse(study_files, tmp_path):
     from damcha_ts.training import load_run_config, run_experiment
