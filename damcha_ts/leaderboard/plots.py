@@ -121,7 +121,7 @@ def plot_curves(dataset: str, curves: Mapping[int, Mapping[str, Mapping]], path:
     horizons = sorted(curves)
     models = list(dict.fromkeys(m for per_model in curves.values() for m in per_model))
     colours = {model: f"C{k % 10}" for k, model in enumerate(models)}
-    figure = _figure(3.3 * len(horizons) + 2.8, 5.6)
+    figure = _figure(max(3.3 * len(horizons), 7.0), 6.2)
     figure.suptitle(f"{dataset}: MSE per epoch (z-scale)")
     for k, horizon in enumerate(horizons):
         top = figure.add_subplot(2, len(horizons), k + 1)
@@ -140,5 +140,5 @@ def plot_curves(dataset: str, curves: Mapping[int, Mapping[str, Mapping]], path:
         for axes in (top, bottom):
             axes.grid(alpha=0.3)
     handles, labels = figure.axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, fontsize="small", loc="outside right upper")
+    figure.legend(handles, labels, fontsize="small", loc="outside lower center", ncols=min(3, len(labels)))
     return _save(figure, Path(path))

@@ -33,6 +33,8 @@ MAIN_MODELS = (
     "repeat_last",
     "window_mean",
 )
+# The rows an ablation figure draws beside the ablation labels (the ablation grid varies iTransformer-DAMCHA).
+ABLATION_REFERENCES = ("itransformer_mha", "itransformer_damcha")
 ARCHITECTURES = {"iTransformer": ("itransformer_mha", "itransformer_damcha"),
                  "Gateformer": ("gateformer_mha", "gateformer_damcha")}
 PROTOCOL_HORIZONS = (96, 192, 336, 720)
@@ -455,6 +457,8 @@ def build_report(
         lines += _missing_lines(dataset, expected, results.get(dataset))
         if f"curves:{dataset}" in plots:
             lines += [f"![Training and validation MSE per epoch, {dataset}]({plots[f'curves:{dataset}']})", ""]
+        if f"curves_ablations:{dataset}" in plots:
+            lines += [f"![Ablation rows per epoch, {dataset}]({plots[f'curves_ablations:{dataset}']})", ""]
         if f"forecast:{dataset}" in plots:
             lines += [f"![Forecast vs truth, {dataset}]({plots[f'forecast:{dataset}']})", ""]
         for key, path in sorted(plots.items()):
@@ -491,7 +495,11 @@ def render_plots(
             samples = {m: p for m, p in samples.items() if p.is_file()}
             if not samples:
                 continue
-            made[f"forecast:{dataset}"] = draw.plot_forecast(dataset, samples, plots_dir / f"forecast_{dataset}.png")
+            main_samples = {m: p for m, p in samples.items() if m in MAIN_MODELS}  # ablations: metrics only
+            if main_samples:
+                made[f"forecast:{dataset}"] = draw.plot_forecast(
+                    dataset, main_samples, plots_dir / f"forecast_{dataset}.png"
+                )
             for model, sample in samples.items():
                 title = f"{dataset}, {model}, H={horizon}: learned per-head metrics"
                 png = draw.plot_head_metrics(sample, title, plots_dir / f"head_metrics_{dataset}_{model}.png")
@@ -500,7 +508,19 @@ def render_plots(
             break  # one horizon per dataset: the shortest with samples
     curves = _first_seed_curves(load_curves(results_path), results)
     for dataset, per_horizon in curves.items():
-        made[f"curves:{dataset}"] = draw.plot_curves(dataset, per_horizon, plots_dir / f"curves_{dataset}.png")
+        # The main models together; each ablation row's curves beside the two it departs from.
+        main = {h: {m: c for m, c in per_model.items() if m in MAIN_MODELS} for h, per_model in per_horizon.items()}
+        ablated = {h: {m: c for m, c in per_model.items() if m in ABLATION_REFERENCES or m not in MAIN_MODELS}
+                   for h, per_model in per_horizon.items()
+                   if any(m not in MAIN_MODELS for m in per_model)}
+        if any(main.values()):
+            made[f"curves:{dataset}"] = draw.plot_curves(
+                dataset, {h: c for h, c in main.items() if c}, plots_dir / f"curves_{dataset}.png"
+            )
+        if ablated:
+            made[f"curves_ablations:{dataset}"] = draw.plot_curves(
+                f"{dataset} ablations", ablated, plots_dir / f"curves_{dataset}_ablations.png"
+            )
     if averages:
         made["average_mse"] = draw.plot_average_mse(averages, plots_dir / "average_mse.png")
     # Samples are not committed: in a fresh clone the figures drawn from them are kept as they are.

@@ -6,7 +6,7 @@ import json
 import math
 
 from damcha_ts.leaderboard.curves import curves_path, load_curves, read_run_curves, record_curves
-from damcha_ts.leaderboard.report import render_plots
+from damcha_ts.leaderboard.report import build_report, render_plots
 
 # The layout Lightning's CSVLogger writes for our module: lr rows without an epoch, step rows with
 # train_loss_step only, then per epoch one val_loss row and one train_loss row.
@@ -69,3 +69,16 @@ def test_figures_of_uncommitted_samples_survive_a_fresh_clone(tmp_path):
     assert made["forecast:ETTh1"] == plots / "forecast_ETTh1.png"
     assert made["metrics:ETTh1:itransformer_damcha"] == plots / "head_metrics_ETTh1_itransformer_damcha.png"
     assert made["curves:ETTh1"].stat().st_size > 1000
+
+
+def test_ablation_rows_get_their_own_curves_figure_beside_their_references(tmp_path):
+    results, plots = tmp_path / "leaderboard.csv", tmp_path / "plots"
+    curve = {"epochs": [1, 2], "train_loss": [0.4, 0.3], "val_loss": [0.7, 0.69]}
+    rows = [{**_row(model), "mse": 0.4, "mae": 0.41}
+            for model in ("itransformer_mha", "itransformer_damcha", "gateformer_mha", "itransformer_damcha_static")]
+    record_curves(results, [(row, curve) for row in rows])
+    made = render_plots(rows, results, plots)
+    assert made["curves:ETTh1"].name == "curves_ETTh1.png"
+    assert made["curves_ablations:ETTh1"].name == "curves_ETTh1_ablations.png"
+    report = build_report(rows, results_name="leaderboard.csv", plots={k: f"plots/{p.name}" for k, p in made.items()})
+    assert "(plots/curves_ETTh1_ablations.png)" in report and "(plots/curves_ETTh1.png)" in report
