@@ -40,6 +40,10 @@ def register(subparsers) -> None:
         help="run only these datasets of the grid",
     )
     parser.add_argument("--max-cells", type=int, help="run at most N unfinished cells (over all grids), then stop")
+    parser.add_argument(
+        "--cpu-jobs", type=int, default=1, metavar="N",
+        help="without a GPU: run N cells at once, the cores split between them (default 1: one cell, every core)",
+    )
     parser.add_argument("--report-only", action="store_true", help="only regenerate the report from the CSV")
     parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
     parser.add_argument("--data-dir", help="folder holding the dataset files (sets DAMCHA_TS_DATA)")
@@ -95,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_cells is not None and args.max_cells < 0:
         raise ConfigError(f"--max-cells must be >= 0, got {args.max_cells}")
+    if args.cpu_jobs < 1:
+        raise ConfigError(f"--cpu-jobs must be >= 1, got {args.cpu_jobs}")
     if args.data_dir:
         data_dir = Path(args.data_dir).expanduser().resolve()
         if not data_dir.is_dir():
@@ -111,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     for grid in [] if args.report_only else grids:
         summary = run_leaderboard(
             grid, results, runs_dir=runs_dir, only_datasets=only, max_cells=budget,
-            download=not args.no_download,
+            download=not args.no_download, cpu_jobs=args.cpu_jobs,
         )
         summaries.append(summary)
         if budget is not None:

@@ -9,7 +9,8 @@ most the cells in progress. Each finished cell's per-epoch losses go to ``curves
 Devices: on CUDA one worker process per GPU (each pinned with ``CUDA_VISIBLE_DEVICES``) pulls the
 next cell from a shared queue and trains in bf16-mixed (the run configs' ``precision: auto``); the
 parent process alone writes the CSV. On CPU the cells run one at a time in this process with every
-core (or ``OMP_NUM_THREADS`` threads when that is set).
+core (or ``OMP_NUM_THREADS`` threads when that is set), or with ``cpu_jobs=N`` in N worker processes
+that split the cores, through the same queue.
 
 Missing dataset files (Traffic and Electricity are not redistributed here) are reported with the
 file name, where to put it and its sha256; their cells are skipped, the rest of the grid runs.
@@ -131,9 +132,14 @@ def run_leaderboard(
     only_datasets: Sequence[str] = (),
     max_cells: int | None = None,
     download: bool = True,
+    cpu_jobs: int = 1,
     log: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True),
 ) -> LeaderboardRun:
-    """Run every cell of ``grid`` that has no row in ``results_path`` yet (at most ``max_cells``)."""
+    """Run every cell of ``grid`` that has no row in ``results_path`` yet (at most ``max_cells``).
+
+    Without a GPU, ``cpu_jobs`` > 1 runs that many cells at once in worker processes that split the
+    cores between them (small models train faster per core on one thread than on several).
+    """
     from damcha_ts.data import locate_dataset
     from damcha_ts.leaderboard.environment import detect_devices
 
@@ -179,6 +185,10 @@ def run_leaderboard(
     plan = detect_devices()
     if plan.uses_cuda and todo:
         slots = [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in plan.gpu_ids]
+        run_in_workers(todo, slots, plan.trainer_kwargs(), record)
+    elif cpu_jobs > 1 and todo:
+        threads = max(1, (os.cpu_count() or 1) // cpu_jobs)
+        slots = [{"OMP_NUM_THREADS": str(threads)} for _ in range(min(cpu_jobs, len(todo)))]
         run_in_workers(todo, slots, plan.trainer_kwargs(), record)
     else:
         import torch

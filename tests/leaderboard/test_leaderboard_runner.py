@@ -71,7 +71,8 @@ def test_rerun_skips_finished_cells_and_rows_trace_to_runs(tmp_path, capsys, one
     results, runs = tmp_path / "results" / "leaderboard.csv", tmp_path / "runs"
     args = ["--config", str(SMOKE), "--results", str(results), "--runs-dir", str(runs)]
 
-    code, first = _run_cli([*args, "--max-cells", "3"], capsys)
+    # Two CPU worker processes share the first three cells (the parent alone writes the CSV).
+    code, first = _run_cli([*args, "--max-cells", "3", "--cpu-jobs", "2"], capsys)
     assert code == 0 and first["planned"] == 4
     assert len(first["ran"]) == 3 and first["remaining"] == 1 and first["already_finished"] == 0
     after_first = results.read_bytes()
@@ -236,4 +237,6 @@ def test_bad_arguments_are_named(tmp_path, capsys):
     assert "ETTh1" in capsys.readouterr().err  # the registry suggests the close name
     assert main([*base, "--max-cells", "-1"]) == 2
     assert "--max-cells" in capsys.readouterr().err
+    assert main([*base, "--cpu-jobs", "0"]) == 2
+    assert "--cpu-jobs" in capsys.readouterr().err
     assert not (tmp_path / "r.csv").exists()
