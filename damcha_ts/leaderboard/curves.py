@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -32,7 +31,7 @@ def read_run_curves(run_dir: str | Path) -> dict | None:
     """{"epochs", "train_loss", "val_loss"} (epochs 1-based) from a run's Lightning CSV log, or None.
 
     Epoch-level values only: ``val_loss`` (the MSE over every validation window) and ``train_loss``
-    (the epoch mean); an epoch cut short before validation is left out.
+    (the epoch mean, null where it was not logged); an epoch cut short before validation is left out.
     """
     log = Path(run_dir) / "logs" / "metrics.csv"
     if not log.is_file():
@@ -53,7 +52,7 @@ def read_run_curves(run_dir: str | Path) -> dict | None:
         return None
     return {
         "epochs": epochs,
-        "train_loss": [train.get(e, math.nan) for e in epochs],
+        "train_loss": [train.get(e) for e in epochs],  # None (JSON null) where not logged
         "val_loss": [val[e] for e in epochs],
     }
 
@@ -78,7 +77,7 @@ def record_curves(results_path: str | Path, entries: Iterable[tuple[Mapping, dic
             key = cell_key(row)
             stored[key] = {**_identity(key), **curves}
         ordered = sorted(stored.values(), key=lambda item: cell_key(item))
-        text = json.dumps(ordered, indent=1, allow_nan=True) + "\n"
+        text = json.dumps(ordered, indent=1) + "\n"
         replace_atomically(path, text.encode("utf-8"))
     return len(entries)
 

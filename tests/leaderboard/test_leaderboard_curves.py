@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 from damcha_ts.leaderboard.curves import curves_path, load_curves, read_run_curves, record_curves
 from damcha_ts.leaderboard.report import build_report, render_plots
@@ -36,11 +35,11 @@ def test_epoch_losses_are_read_from_the_lightning_log(tmp_path):
     assert read_run_curves(tmp_path / "nowhere") is None
 
 
-def test_a_validation_without_train_loss_keeps_the_epoch_with_nan(tmp_path):
+def test_a_validation_without_train_loss_keeps_the_epoch_with_null(tmp_path):
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "metrics.csv").write_text("epoch,step,train_loss,val_loss\n0,10,,0.5\n")
     curve = read_run_curves(tmp_path)
-    assert curve["epochs"] == [1] and curve["val_loss"] == [0.5] and math.isnan(curve["train_loss"][0])
+    assert curve == {"epochs": [1], "train_loss": [None], "val_loss": [0.5]}
 
 
 def test_record_replaces_the_same_cell_and_keeps_the_others(tmp_path):
