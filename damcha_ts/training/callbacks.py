@@ -1,7 +1,8 @@
-"""Callbacks that measure where training time goes."""
+"""Callbacks that measure where training time goes, and a one-line-per-epoch log for background runs."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 import lightning as L
@@ -62,3 +63,41 @@ class EpochTimer(L.Callback):
             "data_wait_fraction": sum(self.data_seconds) / max(sum(train_seconds), 1e-12),
             "train_batches_per_epoch": sum(self.train_batches) / epochs,
         }
+
+
+class EpochLog(L.Callback):
+    """One line per epoch on stderr, for runs without a progress bar (leaderboard cells, log files):
+
+        epoch 3/10  train 0.3291  val 0.6901  best 0.6875  41.2 s
+
+    ``best`` is the lowest validation MSE of the epochs before; an epoch that improves on it says
+    ``(best)`` instead. Printed at ``on_validation_end``, after the module has logged the epoch's
+    ``val_loss``; a resumed run starts its "best" afresh.
+    """
+
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        self._start = 0.0
+        self._best: float | None = None
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self._start = time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking:
+            return
+        metrics = trainer.callback_metrics
+        if "val_loss" not in metrics:
+            return
+        val = float(metrics["val_loss"])
+        train = metrics.get("train_loss")
+        improved = self._best is None or val <= self._best
+        best_text = "  (best)" if improved else f"  best {self._best:.4f}"
+        self._best = val if improved else self._best
+        train_text = f"  train {float(train):.4f}" if train is not None else ""
+        print(
+            f"{self.prefix}epoch {trainer.current_epoch + 1}/{trainer.max_epochs}{train_text}  val {val:.4f}"
+            f"{best_text}  {time.perf_counter() - self._start:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -16,7 +16,7 @@ import torch
 from lightning.fabric.utilities.rank_zero import rank_zero_info, rank_zero_only
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.training.callbacks import EpochTimer
+from damcha_ts.training.callbacks import EpochLog, EpochTimer
 from damcha_ts.training.config import TrainingConfig, config_hash, load_run_config
 from damcha_ts.training.evaluation import (
     breakdowns,
@@ -82,6 +82,8 @@ def build_trainer(
     ]
     if progress:
         all_callbacks.append(TQDMProgressBar(refresh_rate=10))
+    else:
+        all_callbacks.append(EpochLog(prefix="  "))  # background runs still say where they are
     settings = {
         "max_epochs": training.max_epochs,
         "accelerator": training.accelerator,

@@ -210,3 +210,21 @@ def test_compact_lr_scale_reaches_the_optimizer(tiny_config):
     groups = {g["name"]: (g["lr"], g["weight_decay"]) for g in optimizer.param_groups}
     lr = config["training"]["learning_rate"]
     assert groups == {"default": (lr, 0.01), "damcha_compact_x1": (lr, 0.01)}
+
+
+def test_background_runs_log_one_line_per_epoch(tmp_path, tiny_config, quiet, capsys):
+    """Without a progress bar (leaderboard cells), each epoch prints its losses, and the best so far."""
+    result = run_experiment(
+        tiny_config("training.max_epochs=3", "training.patience=5"), tmp_path, evaluate_test=False, progress=False,
+        trainer_kwargs={"limit_train_batches": 3, "limit_val_batches": 2, **quiet},
+    )
+    lines = [line.strip() for line in capsys.readouterr().err.splitlines() if line.strip().startswith("epoch ")]
+    assert [line.split()[1] for line in lines] == ["1/3", "2/3", "3/3"]
+    logged = pd.read_csv(tmp_path / "logs" / "metrics.csv").dropna(subset=["val_loss"])["val_loss"].tolist()
+    assert [float(line.split(" val ")[1].split()[0]) for line in lines] == pytest.approx(logged, abs=5e-5)
+    best_so_far = np.minimum.accumulate(logged)
+    assert "(best)" in lines[0]
+    for k, line in enumerate(lines[1:], start=1):
+        improved = logged[k] <= best_so_far[k - 1]
+        assert ("(best)" in line) == improved
+    assert min(logged) == pytest.approx(result["best_val_loss"], rel=1e-6)
