@@ -71,8 +71,8 @@ class EpochLog(L.Callback):
         epoch 3/10  train 0.3291  val 0.6901  best 0.6875  41.2 s
 
     ``best`` is the lowest validation MSE of the epochs before; an epoch that improves on it says
-    ``(best)`` instead. Printed at ``on_validation_end``, after the module has logged the epoch's
-    ``val_loss``; a resumed run starts its "best" afresh.
+    ``(best)`` instead. Printed at the end of the training epoch, when Lightning has both this epoch's
+    mean training loss and the ``val_loss`` of its validation; a resumed run starts "best" afresh.
     """
 
     def __init__(self, prefix: str = "") -> None:
@@ -83,9 +83,7 @@ class EpochLog(L.Callback):
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()
 
-    def on_validation_end(self, trainer, pl_module) -> None:
-        if trainer.sanity_checking:
-            return
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
         metrics = trainer.callback_metrics
         if "val_loss" not in metrics:
             return

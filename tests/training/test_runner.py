@@ -222,6 +222,9 @@ def test_background_runs_log_one_line_per_epoch(tmp_path, tiny_config, quiet, ca
     assert [line.split()[1] for line in lines] == ["1/3", "2/3", "3/3"]
     logged = pd.read_csv(tmp_path / "logs" / "metrics.csv").dropna(subset=["val_loss"])["val_loss"].tolist()
     assert [float(line.split(" val ")[1].split()[0]) for line in lines] == pytest.approx(logged, abs=5e-5)
+    # The training loss printed is the same epoch's (not the previous one's).
+    train = pd.read_csv(tmp_path / "logs" / "metrics.csv").dropna(subset=["train_loss"])["train_loss"].tolist()
+    assert [float(line.split(" train ")[1].split()[0]) for line in lines] == pytest.approx(train, abs=5e-5)
     best_so_far = np.minimum.accumulate(logged)
     assert "(best)" in lines[0]
     for k, line in enumerate(lines[1:], start=1):
