@@ -39,6 +39,10 @@ def register(subparsers) -> None:
         "--only-dataset", nargs="+", action="extend", default=[], metavar="DATASET",
         help="run only these datasets of the grid",
     )
+    parser.add_argument(
+        "--only-model", nargs="+", action="extend", default=[], metavar="MODEL",
+        help="run only these model rows of the grid (labels as in the CSV, e.g. itransformer_damcha)",
+    )
     parser.add_argument("--max-cells", type=int, help="run at most N unfinished cells (over all grids), then stop")
     parser.add_argument(
         "--cpu-jobs", type=int, default=1, metavar="N",
@@ -111,12 +115,13 @@ def run(args: argparse.Namespace) -> int:
     results = Path(args.results).resolve() if args.results else root / DEFAULT_RESULTS
     runs_dir = Path(args.runs_dir).resolve() if args.runs_dir else root / DEFAULT_RUNS
     only = tuple(dict.fromkeys(_canonical(name, grids) for name in args.only_dataset))
+    only_models = tuple(dict.fromkeys(_known_model(label, grids) for label in args.only_model))
 
     summaries = []
     budget = args.max_cells
     for grid in [] if args.report_only else grids:
         summary = run_leaderboard(
-            grid, results, runs_dir=runs_dir, only_datasets=only, max_cells=budget,
+            grid, results, runs_dir=runs_dir, only_datasets=only, only_models=only_models, max_cells=budget,
             download=not args.no_download, cpu_jobs=args.cpu_jobs,
         )
         summaries.append(summary)
@@ -171,3 +176,12 @@ def _canonical(name: str, grids: list) -> str:
         known = sorted({d for grid in grids for d in grid.datasets})
         raise ConfigError(f"--only-dataset {name}: no grid given has {canonical} (they have {', '.join(known)})")
     return canonical
+
+
+def _known_model(label: str, grids: list) -> str:
+    from damcha_ts.errors import ConfigError
+
+    known = sorted({m for grid in grids for m in grid.model_labels})
+    if label not in known:
+        raise ConfigError(f"--only-model {label}: no grid given has this model (they have {', '.join(known)})")
+    return label

@@ -113,22 +113,30 @@ class LeaderboardGrid:
         path = Path(relative)
         return path if path.is_absolute() else self.project_root / path
 
-    def cells(self, only_datasets: tuple[str, ...] = ()) -> list[Cell]:
+    @property
+    def model_labels(self) -> tuple[str, ...]:
+        """Every model row this grid produces: the naive methods, then the neural models."""
+        return (*self.naive, *(m.label for m in self.models))
+
+    def cells(self, only_datasets: tuple[str, ...] = (), only_models: tuple[str, ...] = ()) -> list[Cell]:
         """Every cell, in run order: first the naive cells of every dataset (seconds each), then per
         dataset the neural cells by seed rank, horizon and model, so that a run in pieces
-        (``--max-cells``) fills whole first-seed rows before it starts on further seeds."""
+        (``--max-cells``) fills whole first-seed rows before it starts on further seeds. ``only_*``
+        keep just those datasets / model labels (naive method names count as labels)."""
         datasets = [d for d in self.datasets if not only_datasets or d in only_datasets]
+        naive = [m for m in self.naive if not only_models or m in only_models]
+        models = [m for m in self.models if not only_models or m.label in only_models]
         cells = [
             Cell(dataset, method, horizon, NAIVE_SEED, naive_method=method)
             for dataset in datasets
             for horizon in self.horizons
-            for method in self.naive
+            for method in naive
         ]
         for dataset in datasets:
-            seed_lists = {m.label: self.seeds_for(dataset, m.label) for m in self.models}
+            seed_lists = {m.label: self.seeds_for(dataset, m.label) for m in models}
             for rank in range(max(map(len, seed_lists.values()), default=0)):
                 for horizon in self.horizons:
-                    for model in self.models:
+                    for model in models:
                         if rank < len(seed_lists[model.label]):
                             cells.append(
                                 Cell(

@@ -130,6 +130,7 @@ def run_leaderboard(
     *,
     runs_dir: str | Path,
     only_datasets: Sequence[str] = (),
+    only_models: Sequence[str] = (),
     max_cells: int | None = None,
     download: bool = True,
     cpu_jobs: int = 1,
@@ -144,7 +145,7 @@ def run_leaderboard(
     from damcha_ts.leaderboard.environment import detect_devices
 
     results_path, runs_dir = Path(results_path), Path(runs_dir)
-    cells = grid.cells(tuple(only_datasets))
+    cells = grid.cells(tuple(only_datasets), tuple(only_models))
     summary = LeaderboardRun(grid=grid.relative_path, results=str(results_path), planned=len(cells))
 
     available = []

@@ -235,6 +235,9 @@ def test_bad_arguments_are_named(tmp_path, capsys):
     assert "--only-dataset Weather" in capsys.readouterr().err
     assert main([*base, "--only-dataset", "ETTh9"]) == 2
     assert "ETTh1" in capsys.readouterr().err  # the registry suggests the close name
+    assert main([*base, "--only-model", "itransformer_dmacha"]) == 2
+    err = capsys.readouterr().err
+    assert "--only-model itransformer_dmacha" in err and "itransformer_damcha" in err
     assert main([*base, "--max-cells", "-1"]) == 2
     assert "--max-cells" in capsys.readouterr().err
     assert main([*base, "--cpu-jobs", "0"]) == 2

@@ -1,0 +1,44 @@
+"""The grid file is data: which cells it plans, in which order, and the run filters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from damcha_ts.leaderboard.grid import load_grid
+
+ETT = Path(__file__).resolve().parents[2] / "configs" / "leaderboard" / "ett.yaml"
+
+
+def test_ett_grid_plans_the_issue_cells():
+    grid = load_grid(ETT)
+    cells = grid.cells()
+    neural = [c for c in cells if not c.is_naive]
+    # per dataset and horizon: 3 + 3 iTransformer seeds on ETTh1/ETTh2, one seed of each model on ETTm
+    assert len(neural) == 4 * (8 + 8 + 4 + 4)
+    assert len(cells) - len(neural) == 4 * 4 * 2  # two naive rows per dataset and horizon
+    assert all(c.is_naive for c in cells[: len(cells) - len(neural)])  # seconds each, so first
+    keys = {(c.dataset, c.model, c.horizon, c.seed) for c in cells}
+    assert len(keys) == len(cells)
+    assert ("ETTh1", "itransformer_damcha", 720, 2025) in keys
+    assert ("ETTm2", "gateformer_mha", 96, 2021) in keys
+
+
+def test_first_seed_rows_come_before_further_seeds():
+    etth1 = [c for c in load_grid(ETT).cells(("ETTh1",)) if not c.is_naive]
+    first_repeat = next(i for i, c in enumerate(etth1) if c.seed == 2024)
+    assert {(c.model, c.horizon) for c in etth1[:first_repeat]} == {
+        (m, h) for m in ("itransformer_mha", "itransformer_damcha", "gateformer_mha", "gateformer_damcha")
+        for h in (96, 192, 336, 720)
+    }
+
+
+def test_only_models_keeps_those_rows_in_the_same_order():
+    grid = load_grid(ETT)
+    chosen = ("itransformer_mha", "itransformer_damcha")
+    kept = grid.cells(("ETTm1", "ETTm2"), chosen)
+    everything = [c for c in grid.cells(("ETTm1", "ETTm2")) if c.model in chosen]
+    assert kept == everything and len(kept) == 2 * 4 * 2
+    naive_only = grid.cells((), ("repeat_last",))
+    assert {c.model for c in naive_only} == {"repeat_last"} and len(naive_only) == 4 * 4
+    assert grid.model_labels == ("repeat_last", "window_mean", "itransformer_mha", "itransformer_damcha",
+                                 "gateformer_mha", "gateformer_damcha")
