@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
+import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -158,6 +160,8 @@ def fit_series(
         # A fresh run owns these folders: stale checkpoints would be mistaken for this run's.
         for stale in (out_dir / CHECKPOINT_DIR, out_dir / LOG_DIR):
             shutil.rmtree(stale, ignore_errors=True)
+    if ckpt_path is not None and rank_zero_only.rank == 0:
+        _set_log_aside(out_dir / LOG_DIR)
 
     L.seed_everything(training.seed, workers=True, verbose=False)
     datamodule = ForecastDataModule(
@@ -168,6 +172,8 @@ def fit_series(
         training, out_dir, callbacks=callbacks, progress=progress, trainer_kwargs=trainer_kwargs
     )
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    if ckpt_path is not None and trainer.is_global_zero:
+        _restore_log_history(out_dir / LOG_DIR)
 
     checkpoint = trainer.checkpoint_callback
     best_path = checkpoint.best_model_path if checkpoint is not None else ""
@@ -189,6 +195,52 @@ def fit_series(
         best_epoch=best_epoch,
         timing=timer.summary(),
     )
+
+
+# Lightning's CSVLogger deletes logs/metrics.csv when a run starts in a folder that has one, so a
+# resumed run would lose the epochs before the interruption. Their rows wait in this file (several
+# resumes stack up) and are put back in front of the resumed run's rows when it ends.
+EARLIER_LOG = "metrics_before_resume.csv"
+
+
+def _read_log(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _write_log(path: Path, rows: list[dict]) -> None:
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    partial = path.with_name(path.name + ".tmp")
+    with partial.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(partial, path)
+
+
+def _epoch(row: dict) -> float:
+    return float(row["epoch"]) if row.get("epoch") else float("-inf")
+
+
+def _set_log_aside(log_dir: Path) -> None:
+    current = log_dir / "metrics.csv"
+    if current.is_file():
+        _write_log(log_dir / EARLIER_LOG, _read_log(log_dir / EARLIER_LOG) + _read_log(current))
+        current.unlink()
+
+
+def _restore_log_history(log_dir: Path) -> None:
+    """metrics.csv = the earlier rows of epochs before the resumed one, then the resumed run's rows."""
+    earlier, current = _read_log(log_dir / EARLIER_LOG), _read_log(log_dir / "metrics.csv")
+    if not earlier:
+        return
+    resumed_from = min((_epoch(row) for row in current if row.get("epoch")), default=float("inf"))
+    # Rows of an epoch cut short by the interruption were logged again by the resumed run.
+    kept = [row for row in earlier if _epoch(row) < resumed_from]
+    _write_log(log_dir / "metrics.csv", kept + current)
+    (log_dir / EARLIER_LOG).unlink()
 
 
 def run_experiment(

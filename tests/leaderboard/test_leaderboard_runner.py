@@ -173,6 +173,9 @@ def test_sigkill_mid_cell_loses_only_that_cell(tmp_path):
     final = read_results(results)
     assert final[:1] == rows and [row["model"] for row in final] == ["window_mean", "itransformer_mha"]
     assert final[1]["epochs_run"] == 2
+    # The resumed cell's curve still starts at epoch 1 (Lightning's logger drops the old log on resume).
+    curves = [c for c in json.loads((tmp_path / "curves.json").read_text()) if c["model"] == "itransformer_mha"]
+    assert [c["epochs"] for c in curves] == [[1, 2]]
     assert not list(tmp_path.glob(".leaderboard.csv.*.tmp"))
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from damcha_ts.errors import ConfigError
+from damcha_ts.leaderboard.curves import read_run_curves
 from damcha_ts.training import run_experiment
 
 BUDGET = {"limit_train_batches": 5, "limit_val_batches": 5}
@@ -70,6 +71,11 @@ def test_resume_after_interruption_matches_the_uninterrupted_run(config, referen
     resumed = run_experiment(config, tmp_path, resume=True, progress=False, trainer_kwargs={**BUDGET, **quiet})
     assert {k: resumed[k] for k in KEYS} == {k: uninterrupted[k] for k in KEYS}
     assert_same_weights(weights(out), weights(tmp_path))
+    # Lightning's logger drops the old metrics.csv on resume; the run puts the epochs before the
+    # interruption back, so the training curve is the uninterrupted run's.
+    assert read_run_curves(tmp_path) == read_run_curves(out)
+    assert read_run_curves(out)["epochs"] == [1, 2, 3]
+    assert not (tmp_path / "logs" / "metrics_before_resume.csv").exists()
 
 
 def test_resume_refuses_a_different_config(config, reference, tmp_path, quiet):
