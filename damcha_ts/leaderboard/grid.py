@@ -9,6 +9,8 @@ Example (every key is listed here; unknown keys are errors)::
     naive: [repeat_last, window_mean]    # deterministic baselines, one cell per dataset x horizon
     overrides: []                        # "a.b=value" applied to every neural cell (after the model's)
     trainer: {}                          # extra lightning.Trainer arguments (e.g. limit_train_batches)
+    compare_with: []                     # rows of other grids that this grid's rows are drawn
+                                         # beside in the report's ablation figures
     models:
       - name: itransformer_mha           # a damcha_ts.models name; its run config defaults to
         config: configs/{model}/{dataset_lower}.yaml   # this template ({dataset} works too)
@@ -38,7 +40,8 @@ NAIVE_METHODS = ("repeat_last", "window_mean")
 # Naive forecasts are deterministic; their rows carry this seed so every row has one.
 NAIVE_SEED = 0
 
-GRID_KEYS = {"name", "description", "horizons", "seeds", "naive", "overrides", "trainer", "models", "datasets"}
+GRID_KEYS = {"name", "description", "horizons", "seeds", "naive", "overrides", "trainer", "compare_with", "models",
+             "datasets"}
 MODEL_KEYS = {"name", "label", "config", "overrides", "seeds"}
 # The shipped per-dataset run configs (written for the training code): configs/<model>/<dataset>.yaml
 DEFAULT_MODEL_CONFIG = "configs/{model}/{dataset_lower}.yaml"
@@ -92,6 +95,7 @@ class LeaderboardGrid:
     dataset_seeds: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
     trainer: dict = field(default_factory=dict)
     description: str = ""
+    compare_with: tuple[str, ...] = ()
 
     @property
     def relative_path(self) -> str:
@@ -231,6 +235,11 @@ def load_grid(path: str | Path) -> LeaderboardGrid:
     if duplicates:
         raise ConfigError(f"{path}: model label(s) {duplicates} appear twice; give ablations a 'label'")
 
+    compare_with = tuple(str(label) for label in raw.get("compare_with") or ())
+    for label in compare_with:
+        if label not in (*MODEL_NAMES, *NAIVE_METHODS):
+            raise ConfigError(f"{path}: compare_with {label!r} is not one of {[*MODEL_NAMES, *NAIVE_METHODS]}")
+
     naive = tuple(raw.get("naive") or ())
     for method in naive:
         if method not in NAIVE_METHODS:
@@ -269,4 +278,5 @@ def load_grid(path: str | Path) -> LeaderboardGrid:
         dataset_seeds=dataset_seeds,
         trainer=_mapping(raw.get("trainer"), f"{path}: trainer"),
         description=str(raw.get("description", "")),
+        compare_with=compare_with,
     )

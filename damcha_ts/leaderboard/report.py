@@ -33,8 +33,6 @@ MAIN_MODELS = (
     "repeat_last",
     "window_mean",
 )
-# The rows an ablation figure draws beside the ablation labels (the ablation grid varies iTransformer-DAMCHA).
-ABLATION_REFERENCES = ("itransformer_mha", "itransformer_damcha")
 ARCHITECTURES = {"iTransformer": ("itransformer_mha", "itransformer_damcha"),
                  "Gateformer": ("gateformer_mha", "gateformer_damcha")}
 PROTOCOL_HORIZONS = (96, 192, 336, 720)
@@ -72,6 +70,7 @@ class ExpectedCell:
     seed: int
     config_hash: str | None = None
     command: str = ""
+    compare_with: tuple[str, ...] = ()  # rows drawn beside this one in the ablation figure (grid key)
 
 
 @dataclass
@@ -507,12 +506,11 @@ def render_plots(
                     made[f"metrics:{dataset}:{model}"] = png
             break  # one horizon per dataset: the shortest with samples
     curves = _first_seed_curves(load_curves(results_path), results)
+    references = {cell.model: set(cell.compare_with) for cell in expected}
     for dataset, per_horizon in curves.items():
-        # The main models together; each ablation row's curves beside the two it departs from.
+        # The main models together; the ablation rows beside the rows their grid compares them with.
         main = {h: {m: c for m, c in per_model.items() if m in MAIN_MODELS} for h, per_model in per_horizon.items()}
-        ablated = {h: {m: c for m, c in per_model.items() if m in ABLATION_REFERENCES or m not in MAIN_MODELS}
-                   for h, per_model in per_horizon.items()
-                   if any(m not in MAIN_MODELS for m in per_model)}
+        ablated = ablation_curves(per_horizon, references)
         if any(main.values()):
             made[f"curves:{dataset}"] = draw.plot_curves(
                 dataset, {h: c for h, c in main.items() if c}, plots_dir / f"curves_{dataset}.png"
@@ -529,6 +527,18 @@ def render_plots(
         kept |= {f"metrics:{dataset}:{m}": plots_dir / f"head_metrics_{dataset}_{m}.png" for m in data.runs}
         made |= {key: png for key, png in kept.items() if key not in made and png.is_file()}
     return made
+
+
+def ablation_curves(per_horizon: Mapping[int, Mapping[str, dict]], references: Mapping[str, set[str]]) -> dict:
+    """{horizon: {label: curve}} of the ablation figure: every row that is not a main model, with the
+    rows its grid names in ``compare_with``; horizons without ablation rows are left out."""
+    ablated = {}
+    for horizon, per_model in per_horizon.items():
+        ablations = [m for m in per_model if m not in MAIN_MODELS]
+        shown = set(ablations).union(*(references.get(m, set()) for m in ablations))
+        if ablations:
+            ablated[horizon] = {m: c for m, c in per_model.items() if m in shown}
+    return ablated
 
 
 def _first_seed_curves(stored: Sequence[Mapping], results: Mapping[str, DatasetResults]) -> dict:

@@ -100,7 +100,7 @@ def expected_cells(grid: LeaderboardGrid, runs_dir: str | Path) -> list:
     for cell in grid.cells():
         resolved = resolve_cell(cell, grid, Path(runs_dir))
         cells.append(ExpectedCell(cell.dataset, cell.model, cell.horizon, cell.seed, resolved.config_hash,
-                                  grid.command(cell.dataset)))
+                                  grid.command(cell.dataset), grid.compare_with))
     return cells
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from damcha_ts.leaderboard.curves import curves_path, load_curves, read_run_curves, record_curves
-from damcha_ts.leaderboard.report import build_report, render_plots
+from damcha_ts.leaderboard.report import ExpectedCell, ablation_curves, build_report, render_plots
 
 # The layout Lightning's CSVLogger writes for our module: lr rows without an epoch, step rows with
 # train_loss_step only, then per epoch one val_loss row and one train_loss row.
@@ -76,8 +76,24 @@ def test_ablation_rows_get_their_own_curves_figure_beside_their_references(tmp_p
     rows = [{**_row(model), "mse": 0.4, "mae": 0.41}
             for model in ("itransformer_mha", "itransformer_damcha", "gateformer_mha", "itransformer_damcha_static")]
     record_curves(results, [(row, curve) for row in rows])
-    made = render_plots(rows, results, plots)
+    expected = [ExpectedCell("ETTh1", "itransformer_damcha_static", 96, 2023,
+                             compare_with=("itransformer_mha", "itransformer_damcha"))]
+    made = render_plots(rows, results, plots, expected)
     assert made["curves:ETTh1"].name == "curves_ETTh1.png"
     assert made["curves_ablations:ETTh1"].name == "curves_ETTh1_ablations.png"
     report = build_report(rows, results_name="leaderboard.csv", plots={k: f"plots/{p.name}" for k, p in made.items()})
     assert "(plots/curves_ETTh1_ablations.png)" in report and "(plots/curves_ETTh1.png)" in report
+
+
+def test_ablation_figure_shows_each_row_with_the_rows_its_grid_compares_it_with():
+    curve = {"epochs": [1], "train_loss": [0.4], "val_loss": [0.7]}
+    labels = ("itransformer_mha", "itransformer_damcha", "gateformer_mha", "gateformer_damcha",
+              "itransformer_damcha_static", "gateformer_damcha_static")
+    per_horizon = {96: dict.fromkeys(labels, curve), 192: {"itransformer_mha": curve}}
+    references = {"itransformer_damcha_static": {"itransformer_mha", "itransformer_damcha"},
+                  "gateformer_damcha_static": {"gateformer_damcha"}}
+    shown = ablation_curves(per_horizon, references)
+    assert list(shown) == [96]  # no ablation row at H=192: no figure panel
+    assert set(shown[96]) == {"itransformer_mha", "itransformer_damcha", "gateformer_damcha",
+                              "itransformer_damcha_static", "gateformer_damcha_static"}
+    assert set(ablation_curves(per_horizon, {})[96]) == {"itransformer_damcha_static", "gateformer_damcha_static"}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from damcha_ts.leaderboard.grid import load_grid
 
 ETT = Path(__file__).resolve().parents[2] / "configs" / "leaderboard" / "ett.yaml"
@@ -42,3 +44,19 @@ def test_only_models_keeps_those_rows_in_the_same_order():
     assert {c.model for c in naive_only} == {"repeat_last"} and len(naive_only) == 4 * 4
     assert grid.model_labels == ("repeat_last", "window_mean", "itransformer_mha", "itransformer_damcha",
                                  "gateformer_mha", "gateformer_damcha")
+
+
+def test_compare_with_names_known_models_and_reaches_the_report_cells(tmp_path):
+    from damcha_ts.errors import ConfigError
+    from damcha_ts.leaderboard.runner import expected_cells
+
+    ablations = load_grid(ETT.parent / "ablations.yaml")
+    assert ablations.compare_with == ("itransformer_mha", "itransformer_damcha")
+    cells = expected_cells(ablations, tmp_path)
+    assert cells and all(c.compare_with == ablations.compare_with for c in cells)
+    assert load_grid(ETT).compare_with == ()
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(ETT.read_text() + "compare_with: [itransformer_mah]\n")
+    with pytest.raises(ConfigError, match="compare_with 'itransformer_mah'"):
+        load_grid(bad)
