@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from damcha_ts.cli.arguments import add_json_flag
+
 CLI_METHODS = {"repeat-last": "repeat_last", "window-mean": "window_mean"}
 
 
@@ -18,7 +20,7 @@ def register(subparsers) -> None:
     parser.add_argument("--method", required=True, choices=sorted(CLI_METHODS), help="naive forecast to score")
     parser.add_argument("--seq-len", type=int, default=96, help="lookback L (default 96)")
     parser.add_argument("--pred-len", type=int, required=True, help="horizon H")
-    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_json_flag(parser)
     parser.set_defaults(func=run)
 
 

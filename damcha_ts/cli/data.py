@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from damcha_ts.cli.arguments import add_json_flag
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("data", help="inspect benchmark or user datasets")
@@ -19,7 +21,7 @@ def register(subparsers) -> None:
     info.add_argument("name", metavar="NAME", help="benchmark name (ETTh1, Weather, ECL, ...) or CSV path")
     info.add_argument("--seq-len", type=int, default=96, help="lookback L (default 96)")
     info.add_argument("--pred-len", type=int, default=96, help="horizon H (default 96)")
-    info.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_json_flag(info)
     info.set_defaults(func=run_info)
 
 

@@ -11,18 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from damcha_ts.cli.arguments import add_command, add_json_flag, add_model_dir_argument
+
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "evaluate",
-        help="MSE/MAE of a saved model over every window of a split",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--model", required=True, metavar="DIR", help="model directory (from damcha-ts fit --out DIR)")
+    parser = add_command(subparsers, "evaluate", "MSE/MAE of a saved model over every window of a split", __doc__)
+    add_model_dir_argument(parser)
     parser.add_argument("--dataset", help="benchmark name or CSV path (default: the training data)")
     parser.add_argument("--split", default="test", choices=("train", "val", "test"), help="which split (default test)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_json_flag(parser)
     parser.set_defaults(func=run)
 
 

@@ -22,60 +22,21 @@ import json
 import sys
 from pathlib import Path
 
-
-def add_scale_out_arguments(parser: argparse.ArgumentParser) -> None:
-    """Lightning Trainer flags for multi-device / multi-node runs (no code changes needed)."""
-    group = parser.add_argument_group("hardware (passed to lightning.Trainer)")
-    group.add_argument("--accelerator", help="cpu, gpu, auto ... (default: the config's, auto)")
-    group.add_argument("--devices", help="number of devices or 'auto' (DDP when > 1)")
-    group.add_argument("--num-nodes", type=int, help="machines for multi-node DDP (launch with torchrun/srun)")
-    group.add_argument("--strategy", help="ddp, ddp_spawn, auto ... (default: the config's, auto)")
-    group.add_argument("--precision", help="32-true, bf16-mixed, 16-mixed (default: bf16-mixed on CUDA, else 32-true)")
-
-
-def add_trainer_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--trainer", dest="trainer_kwargs", action="append", default=[], metavar="KEY=VALUE",
-        help="extra lightning.Trainer argument, e.g. --trainer limit_train_batches=50 (repeatable; values are YAML)",
-    )
-
-
-def trainer_kwargs(args: argparse.Namespace) -> dict:
-    """``--trainer key=value`` pairs as a dict of YAML-parsed values."""
-    import yaml
-
-    from damcha_ts.errors import ConfigError
-
-    result = {}
-    for text in args.trainer_kwargs:
-        key, sep, value = text.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--trainer {text!r} must look like key=value")
-        result[key.strip()] = yaml.safe_load(value) if value.strip() else None
-    return result
-
-
-def scale_out_overrides(args: argparse.Namespace) -> list[str]:
-    overrides = []
-    for flag, key in (
-        ("accelerator", "accelerator"),
-        ("devices", "devices"),
-        ("num_nodes", "num_nodes"),
-        ("strategy", "strategy"),
-        ("precision", "precision"),
-    ):
-        value = getattr(args, flag, None)
-        if value is not None:
-            overrides.append(f"training.{key}={value}")
-    return overrides
+from damcha_ts.cli.arguments import (
+    add_command,
+    add_json_flag,
+    add_overrides_argument,
+    add_scale_out_arguments,
+    add_trainer_argument,
+    scale_out_overrides,
+    trainer_kwargs,
+)
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "fit",
-        help="train and test a model from a config (or --data/--model), writing model, metrics, logs, plot",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = add_command(
+        subparsers, "fit",
+        "train and test a model from a config (or --data/--model), writing model, metrics, logs, plot", __doc__,
     )
     source = parser.add_argument_group("what to train")
     source.add_argument("--config", help="run config: YAML path or shipped name such as itransformer_damcha/etth1")
@@ -83,14 +44,11 @@ def register(subparsers) -> None:
     source.add_argument("--model", help="itransformer_mha, itransformer_damcha, gateformer_mha, gateformer_damcha")
     source.add_argument("--horizon", type=int, help="forecast horizon H (picks per-horizon config sections)")
     source.add_argument("--lookback", type=int, help="input length L (default 96)")
-    source.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a config value, e.g. --set training.max_epochs=3 (repeatable; values are YAML)",
-    )
+    add_overrides_argument(source)
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--resume", action="store_true", help="continue from DIR/checkpoints/last.ckpt")
     parser.add_argument("--no-plot", action="store_true", help="skip forecast.png")
-    parser.add_argument("--json", action="store_true", help="print the test metrics as one JSON object on stdout")
+    add_json_flag(parser, "the test metrics as one JSON object")
     add_scale_out_arguments(parser)
     add_trainer_argument(parser)
     parser.set_defaults(func=run)

@@ -16,6 +16,8 @@ import json
 import os
 from pathlib import Path
 
+from damcha_ts.cli.arguments import add_json_flag
+
 DEFAULT_RESULTS = "benchmarks/results/leaderboard.csv"
 DEFAULT_RUNS = "runs/leaderboard"
 REPORT_NAME = "LEADERBOARD.md"
@@ -49,7 +51,7 @@ def register(subparsers) -> None:
         help="without a GPU: run N cells at once, the cores split between them (default 1: one cell, every core)",
     )
     parser.add_argument("--report-only", action="store_true", help="only regenerate the report from the CSV")
-    parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
+    add_json_flag(parser, "one JSON summary")
     parser.add_argument("--data-dir", help="folder holding the dataset files (sets DAMCHA_TS_DATA)")
     parser.add_argument("--runs-dir", help=f"per-cell run folders (default: <project>/{DEFAULT_RUNS})")
     parser.add_argument("--no-download", action="store_true", help="never download a missing dataset file")

@@ -15,22 +15,19 @@ import sys
 
 import pandas as pd
 
+from damcha_ts.cli.arguments import add_command, add_json_flag, add_model_dir_argument
+
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "predict",
-        help="forecast the steps after a history CSV with a saved model",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--model", required=True, metavar="DIR", help="model directory (from damcha-ts fit --out DIR)")
+    parser = add_command(subparsers, "predict", "forecast the steps after a history CSV with a saved model", __doc__)
+    add_model_dir_argument(parser)
     parser.add_argument("--input", metavar="CSV", help="history CSV (default: continue the training data)")
     parser.add_argument("--output", metavar="CSV", help="forecast CSV to write (default: print CSV to stdout)")
     parser.add_argument("--time-col", help="name of the time column (default: date/time/timestamp/ds)")
     parser.add_argument("--id-col", help="series id column of a long CSV")
     parser.add_argument("--value-col", help="value column of a long CSV")
     parser.add_argument("--fill", choices=("ffill", "interpolate", "zero"), help="how to fill NaNs in the history")
-    parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    add_json_flag(parser, "a JSON summary")
     parser.set_defaults(func=run)
 
 

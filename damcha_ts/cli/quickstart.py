@@ -14,25 +14,25 @@ import json
 import sys
 from pathlib import Path
 
+from damcha_ts.cli.arguments import (
+    add_command,
+    add_json_flag,
+    add_overrides_argument,
+    add_trainer_argument,
+)
+
 CONFIG = "itransformer_damcha/etth1"
 DATASET, HORIZON = "ETTh1", 96
 
 
 def register(subparsers) -> None:
-    from damcha_ts.cli.fit import add_trainer_argument
-
-    parser = subparsers.add_parser(
-        "quickstart",
-        help="train DAMCHA-iTransformer on ETTh1 (H=96) and compare with the published iTransformer",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = add_command(
+        subparsers, "quickstart",
+        "train DAMCHA-iTransformer on ETTh1 (H=96) and compare with the published iTransformer", __doc__,
     )
     parser.add_argument("--out", default="runs/quickstart", help="output directory (default runs/quickstart)")
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a config value, e.g. --set training.max_epochs=2",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_overrides_argument(parser, "training.max_epochs=2")
+    add_json_flag(parser)
     add_trainer_argument(parser)
     parser.set_defaults(func=run)
 
@@ -46,7 +46,8 @@ def published_itransformer() -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from damcha_ts.cli.fit import trainer_kwargs, write_forecast_plot
+    from damcha_ts.cli.arguments import trainer_kwargs
+    from damcha_ts.cli.fit import write_forecast_plot
     from damcha_ts.training import load_run_config, run_experiment
 
     config = load_run_config(CONFIG, horizon=HORIZON, overrides=args.overrides)

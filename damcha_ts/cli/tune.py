@@ -7,6 +7,8 @@ import json
 import shlex
 import sys
 
+from damcha_ts.cli.arguments import add_json_flag, add_overrides_argument
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -32,15 +34,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--workers", type=int, default=1, metavar="K", help="worker processes on this machine"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override the base config for every trial, e.g. --set training.max_epochs=5 "
-        "(repeatable; values are YAML), as in fit",
-    )
+    add_overrides_argument(parser, "training.max_epochs=5", scope=" of the base config for every trial")
     parser.add_argument("--horizon", type=int, help="forecast horizon (picks per-horizon sections)")
     parser.add_argument("--out", help="study folder (default: runs/tune/STUDY_NAME)")
     parser.add_argument("--no-test", action="store_true", help="skip testing the best config")
@@ -49,7 +43,7 @@ def register(subparsers) -> None:
         action="store_true",
         help="also train and test the base config, and compare it with the tuned one in the report",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object with the outcome")
+    add_json_flag(parser, "one JSON object with the outcome")
     parser.set_defaults(func=run)
 
 

@@ -1,0 +1,75 @@
+"""Arguments that several sub-commands share, so each is spelled and documented once."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_command(subparsers, name: str, help: str, description: str | None) -> argparse.ArgumentParser:
+    """A sub-command parser whose description (the module docstring) keeps its line breaks."""
+    return subparsers.add_parser(
+        name, help=help, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def add_json_flag(parser: argparse.ArgumentParser, what: str = "one JSON object") -> None:
+    parser.add_argument("--json", action="store_true", help=f"print {what} on stdout")
+
+
+def add_model_dir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, metavar="DIR", help="model directory (from damcha-ts fit --out DIR)")
+
+
+def add_overrides_argument(parser, example: str = "training.max_epochs=3", scope: str = "") -> None:
+    """``--set KEY=VALUE`` (repeatable), collected in ``args.overrides``."""
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help=f"override a config value{scope}, e.g. --set {example} (repeatable; values are YAML)",
+    )
+
+
+def add_scale_out_arguments(parser: argparse.ArgumentParser) -> None:
+    """Lightning Trainer flags for multi-device / multi-node runs (no code changes needed)."""
+    group = parser.add_argument_group("hardware (passed to lightning.Trainer)")
+    group.add_argument("--accelerator", help="cpu, gpu, auto ... (default: the config's, auto)")
+    group.add_argument("--devices", help="number of devices or 'auto' (DDP when > 1)")
+    group.add_argument("--num-nodes", type=int, help="machines for multi-node DDP (launch with torchrun/srun)")
+    group.add_argument("--strategy", help="ddp, ddp_spawn, auto ... (default: the config's, auto)")
+    group.add_argument("--precision", help="32-true, bf16-mixed, 16-mixed (default: bf16-mixed on CUDA, else 32-true)")
+
+
+def add_trainer_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trainer", dest="trainer_kwargs", action="append", default=[], metavar="KEY=VALUE",
+        help="extra lightning.Trainer argument, e.g. --trainer limit_train_batches=50 (repeatable; values are YAML)",
+    )
+
+
+def trainer_kwargs(args: argparse.Namespace) -> dict:
+    """``--trainer key=value`` pairs as a dict of YAML-parsed values."""
+    import yaml
+
+    from damcha_ts.errors import ConfigError
+
+    result = {}
+    for text in args.trainer_kwargs:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--trainer {text!r} must look like key=value")
+        result[key.strip()] = yaml.safe_load(value) if value.strip() else None
+    return result
+
+
+def scale_out_overrides(args: argparse.Namespace) -> list[str]:
+    overrides = []
+    for flag, key in (
+        ("accelerator", "accelerator"),
+        ("devices", "devices"),
+        ("num_nodes", "num_nodes"),
+        ("strategy", "strategy"),
+        ("precision", "precision"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides.append(f"training.{key}={value}")
+    return overrides
