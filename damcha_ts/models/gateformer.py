@@ -12,7 +12,7 @@ Architecture as protocol.md §3.1 (shapes: B batch, L lookback, N variates, E d_
 7. Linear(E -> pred_len) per variate, transposed to [B, pred_len, N], de-normalised.
 
 Both encoders are stacks of ``nn.TransformerEncoderLayer(norm_first=True)`` layers (ReLU, no final norm),
-rebuilt as :class:`PreNormEncoderLayer` so that ``temporal_attention`` / ``variate_attention`` can be
+rebuilt as pre-norm :class:`~damcha_ts.models.layers.EncoderLayer` so that ``temporal_attention`` / ``variate_attention`` can be
 DAMCHA. The standard DAMCHA variant replaces only the variate-wise attention; with a shared generator
 its metrics come from the gate-1 output h (damcha.md §9).
 """
@@ -28,7 +28,7 @@ from damcha_ts.errors import ConfigError
 from damcha_ts.models.attention import ATTENTION_KINDS, AttentionRecord
 from damcha_ts.models.base import EncoderModelConfig, ForecastModel
 from damcha_ts.models.embedding import PatchEmbedding, SeriesNormalizer
-from damcha_ts.models.layers import PreNormEncoderLayer, build_encoder
+from damcha_ts.models.layers import EncoderLayer, build_encoder
 from damcha_ts.models.validation import check_choice, check_positive_ints
 
 
@@ -74,8 +74,8 @@ class Gateformer(ForecastModel):
         self.config = config
         c = config
 
-        def pre_norm_layer(attention: nn.Module) -> PreNormEncoderLayer:
-            return PreNormEncoderLayer(attention, c.d_model, c.d_ff, c.dropout, "relu")
+        def pre_norm_layer(attention: nn.Module) -> EncoderLayer:
+            return EncoderLayer(attention, c.d_model, c.d_ff, c.dropout, "relu", norm_first=True)
 
         self.global_embedding = nn.Linear(c.seq_len, c.d_model)
         self.patch_embedding = PatchEmbedding(c.seq_len, c.d_model, c.patch_len, c.stride, c.dropout)

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from damcha_ts.models.attention import ATTENTION_KINDS, AttentionRecord
 from damcha_ts.models.base import EncoderModelConfig, ForecastModel
 from damcha_ts.models.embedding import InvertedEmbedding, SeriesNormalizer
-from damcha_ts.models.layers import ACTIVATIONS, PostNormEncoderLayer, build_encoder
+from damcha_ts.models.layers import ACTIVATIONS, EncoderLayer, build_encoder
 from damcha_ts.models.validation import check_bools, check_choice
 
 
@@ -47,7 +47,7 @@ class ITransformer(ForecastModel):
         c = config
         self.embedding = InvertedEmbedding(c.seq_len, c.d_model, c.dropout)
         self.encoder = build_encoder(
-            lambda attention: PostNormEncoderLayer(attention, c.d_model, c.d_ff, c.dropout, c.activation),
+            lambda attention: EncoderLayer(attention, c.d_model, c.d_ff, c.dropout, c.activation),
             c.e_layers,
             c.d_model,
             c.attention_config(c.attention),

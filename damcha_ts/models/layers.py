@@ -1,8 +1,8 @@
 """Encoder layers and the encoder stack, for either attention kind.
 
-- :class:`PostNormEncoderLayer`: iTransformer's EncoderLayer (protocol.md §2.1 step 3).
-- :class:`PreNormEncoderLayer`: PyTorch's ``TransformerEncoderLayer(norm_first=True)`` with ReLU, as
-  Gateformer's two encoders use it (protocol.md §3.1), rebuilt so that its attention can be DAMCHA.
+- :class:`EncoderLayer`: iTransformer's post-norm EncoderLayer (protocol.md §2.1 step 3), or with
+  ``norm_first=True`` PyTorch's ``TransformerEncoderLayer(norm_first=True)`` as Gateformer's two
+  encoders use it (protocol.md §3.1), rebuilt so that its attention can be DAMCHA.
 - :class:`Encoder`: a stack of layers. With a shared DAMCHA generator it computes the head metrics once,
   from the stack input, and hands them to every layer (damcha.md §3.1, §9).
 
@@ -34,15 +34,27 @@ def _activation(name: str):
     return ACTIVATIONS[name]
 
 
-class PostNormEncoderLayer(nn.Module):
-    """iTransformer's post-norm layer.
+class EncoderLayer(nn.Module):
+    """One encoder layer: attention and a feed-forward block, each in a residual branch.
 
-    x <- norm1(x + dropout(attention(x)));  y = dropout(act(W1 x));  y = dropout(W2 y);  out = norm2(x + y).
-    iTransformer writes the feed-forward as two Conv1d with kernel size 1 over the token axis; a
-    kernel-1 convolution is a Linear on each token, with the same parameters (d_ff*D + d_ff, D*d_ff + D).
+    Post-norm (``norm_first=False``), iTransformer's EncoderLayer (protocol.md §2.1 step 3):
+        x <- norm1(x + dropout(attention(x)));  out = norm2(x + FF(x)).
+    Pre-norm (``norm_first=True``), ``nn.TransformerEncoderLayer(norm_first=True)`` as Gateformer's two
+    encoders use it (protocol.md §3.1), rebuilt so that its attention can be DAMCHA:
+        x <- x + dropout(attention(norm1(x)));  out = x + FF(norm2(x)).
+    There the attention input -- and so DAMCHA's X_i and its own-generator context -- is norm1(x).
+    FF(x) = dropout(W2 dropout(act(W1 x))). iTransformer writes W1, W2 as Conv1d with kernel size 1 over
+    the token axis: a Linear on each token, with the same parameters (d_ff*D + d_ff, D*d_ff + D).
+    Dropout has no state, so one module serves the three places torch's layer gives a module each.
     """
 
-    def __init__(self, attention: nn.Module, d_model: int, d_ff: int, dropout: float, activation: str):
+    # Parameter names of nn.TransformerEncoderLayer, which earlier pre-norm checkpoints used.
+    TORCH_NAMES = {"linear1.": "feed_forward_in.", "linear2.": "feed_forward_out."}
+
+    def __init__(
+        self, attention: nn.Module, d_model: int, d_ff: int, dropout: float, activation: str,
+        norm_first: bool = False,
+    ):
         super().__init__()
         self.attention = attention
         self.feed_forward_in = nn.Linear(d_model, d_ff)
@@ -51,6 +63,11 @@ class PostNormEncoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
         self.activation = _activation(activation)
+        self.norm_first = norm_first
+
+    def feed_forward(self, x: Tensor) -> Tensor:
+        """[B, T, D] -> [B, T, D], token-wise."""
+        return self.dropout(self.feed_forward_out(self.dropout(self.activation(self.feed_forward_in(x)))))
 
     def forward(
         self,
@@ -61,49 +78,20 @@ class PostNormEncoderLayer(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, AttentionRecord | None]:
         """x [B, T, D] -> [B, T, D]."""
+        if self.norm_first:
+            attended, record = self.attention(self.norm1(x), key_padding_mask, is_causal, head_metrics, need_weights)
+            x = x + self.dropout(attended)
+            return x + self.feed_forward(self.norm2(x)), record
         attended, record = self.attention(x, key_padding_mask, is_causal, head_metrics, need_weights)
         x = self.norm1(x + self.dropout(attended))
-        y = self.dropout(self.activation(self.feed_forward_in(x)))
-        y = self.dropout(self.feed_forward_out(y))
-        return self.norm2(x + y), record
+        return self.norm2(x + self.feed_forward(x)), record
 
-
-class PreNormEncoderLayer(nn.Module):
-    """``nn.TransformerEncoderLayer(norm_first=True)``, same parameters and the same computation.
-
-    x <- x + dropout1(attention(norm1(x)));  x <- x + dropout2(W2 dropout(act(W1 norm2(x)))).
-    The attention input -- and so DAMCHA's X_i and its own-generator context -- is norm1(x).
-    """
-
-    def __init__(
-        self, attention: nn.Module, d_model: int, d_ff: int, dropout: float, activation: str = "relu"
-    ):
-        super().__init__()
-        self.attention = attention
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.linear2 = nn.Linear(d_ff, d_model)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.activation = _activation(activation)
-
-    def forward(
-        self,
-        x: Tensor,
-        key_padding_mask: Tensor | None = None,
-        is_causal: bool = False,
-        head_metrics: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, AttentionRecord | None]:
-        """x [B, T, D] -> [B, T, D]."""
-        attended, record = self.attention(
-            self.norm1(x), key_padding_mask, is_causal, head_metrics, need_weights
-        )
-        x = x + self.dropout1(attended)
-        y = self.linear2(self.dropout(self.activation(self.linear1(self.norm2(x)))))
-        return x + self.dropout2(y), record
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for key in [k for k in state_dict if k.startswith(prefix)]:
+            for old, new in self.TORCH_NAMES.items():
+                if key.startswith(prefix + old):
+                    state_dict[prefix + new + key[len(prefix + old):]] = state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 class Encoder(nn.Module):

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from damcha_ts.models import AttentionConfig, MetricGenerator
-from damcha_ts.models.layers import PostNormEncoderLayer, PreNormEncoderLayer, build_encoder
+from damcha_ts.models.layers import EncoderLayer, build_encoder
 
 D, H, D_FF = 8, 2, 12
 
@@ -22,9 +22,9 @@ def make_encoder(kind="damcha", n_layers=3, share=True, layer="post", parameteri
     )
     if layer == "post":
         return build_encoder(
-            lambda a: PostNormEncoderLayer(a, D, D_FF, 0.0, "gelu"), n_layers, D, config, nn.LayerNorm(D)
+            lambda a: EncoderLayer(a, D, D_FF, 0.0, "gelu"), n_layers, D, config, nn.LayerNorm(D)
         )
-    return build_encoder(lambda a: PreNormEncoderLayer(a, D, D_FF, 0.0), n_layers, D, config)
+    return build_encoder(lambda a: EncoderLayer(a, D, D_FF, 0.0, "relu", norm_first=True), n_layers, D, config)
 
 
 class ReferenceITransformerLayer(nn.Module):
@@ -81,16 +81,15 @@ def test_pre_norm_layer_equals_torch_transformer_encoder_layer(float64):
     reference = nn.TransformerEncoderLayer(D, H, D_FF, dropout=0.0, batch_first=True, norm_first=True).eval()
     ours = make_encoder("mha", n_layers=1, layer="pre").layers[0].eval()
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in reference.parameters())
-    renamed = {
-        "attention.qkv_projection.weight": reference.self_attn.in_proj_weight,
-        "attention.qkv_projection.bias": reference.self_attn.in_proj_bias,
-        "attention.out_projection.weight": reference.self_attn.out_proj.weight,
-        "attention.out_projection.bias": reference.self_attn.out_proj.bias,
+    # torch's own names for everything but the attention: they load as they are (checkpoints of
+    # earlier versions used them for the feed-forward block).
+    state = {
+        name.replace("self_attn.in_proj_", "attention.qkv_projection.").replace("self_attn.out_proj.", "attention.out_projection."): value
+        for name, value in reference.state_dict().items()
     }
-    reference_params = dict(reference.named_parameters())
-    with torch.no_grad():
-        for name, param in ours.named_parameters():
-            param.copy_(renamed.get(name, reference_params.get(name)))
+    assert {"linear1.weight", "linear2.bias"} <= set(state)
+    ours.load_state_dict(state)
+    torch.testing.assert_close(ours.feed_forward_in.weight, reference.linear1.weight)
     x = torch.randn(3, 5, D)
     torch.testing.assert_close(ours(x)[0], reference(x))
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 1, 1, 1]]).bool()
