@@ -4,10 +4,11 @@ Flow of :func:`run_study` (what ``damcha-ts tune`` calls):
 
 1. resolve the base config (``--config`` + ``--set``) and check every search path against it;
 2. create or load the study (``load_if_exists``: the same command resumes and adds trials);
-3. run ``n_trials`` new trials, split across ``workers`` processes that share the storage; each
-   worker stops after its own share of COMPLETE + PRUNED trials, so together they add exactly
-   ``n_trials`` (Optuna's ``MaxTrialsCallback`` counts the whole study, which on a database shared
-   by several machines would stop one machine's workers early because of another's trials);
+3. run ``n_trials`` new trials on ``workers`` processes that share the storage; a worker claims each
+   trial from the launch's budget (:class:`TrialClaims`) before starting it, so together they add
+   exactly ``n_trials`` COMPLETE + PRUNED trials and none idles while trials remain (Optuna's
+   ``MaxTrialsCallback`` counts the whole study, which on a database shared by several machines
+   would stop one machine's workers early because of another's trials);
 4. export the best trial's config as a ready run config, test it once, and write the report.
 """
 
@@ -67,11 +68,6 @@ def log(message: str) -> None:
     print(f"[tune] {message}", file=sys.stderr, flush=True)
 
 
-def split_trials(n_trials: int, workers: int) -> list[int]:
-    """Each worker's share of ``n_trials``: as equal as possible, summing to ``n_trials``."""
-    return [n_trials // workers + (1 if i < n_trials % workers else 0) for i in range(workers)]
-
-
 def worker_seed(base_seed: int, launch: int, index: int) -> int:
     """A sampler seed per (launch, worker): workers of one launch, and a resumed launch, must not
     replay the same random start-up samples, yet a rerun of the same history is reproducible."""
@@ -86,27 +82,43 @@ def _hash(data: Any) -> str:
     return config_hash(json.loads(json.dumps(data, default=str)))
 
 
-class WorkerQuota:
-    """Optimize callback: stop this worker after ``share`` COMPLETE/PRUNED trials.
+class TrialClaims:
+    """The trial budget of one launch, shared by its worker processes through a small JSON file.
 
-    Failed trials (a diverged run, a caught runtime error) do not count toward the share, so the
-    worker replaces them, up to ``share`` failures; then it gives up rather than loop forever.
+    A worker claims a trial before it starts one and hands the claim back when that trial fails (a
+    diverged run, a caught error), so the failure is replaced. Claims are taken under an exclusive
+    ``flock``, so the workers together start exactly ``n_trials`` trials that count, and a worker whose
+    trials were pruned early takes the next one instead of idling behind a fixed share.
     """
 
-    def __init__(self, share: int) -> None:
-        self.share = share
-        self.finished = 0
-        self.failed = 0
+    def __init__(self, path: str | Path, n_trials: int | None = None) -> None:
+        self.path = Path(path)
+        if n_trials is not None:  # the launching process creates the budget
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps({"n_trials": n_trials, "claimed": 0}), encoding="utf-8")
 
-    def __call__(self, study, trial) -> None:
-        from optuna.trial import TrialState
+    @contextlib.contextmanager
+    def _locked(self):
+        import fcntl
 
-        if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
-            self.finished += 1
-        elif trial.state == TrialState.FAIL:
-            self.failed += 1
-        if self.finished >= self.share or self.failed > self.share:
-            study.stop()
+        with open(self.path, "r+", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
+            state = json.loads(handle.read())
+            yield state
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps(state))
+
+    def claim(self) -> bool:
+        with self._locked() as state:
+            if state["claimed"] >= state["n_trials"]:
+                return False
+            state["claimed"] += 1
+            return True
+
+    def release(self) -> None:
+        with self._locked() as state:
+            state["claimed"] = max(0, state["claimed"] - 1)
 
 
 def _trial_line(study, trial) -> None:
@@ -127,18 +139,19 @@ def _trial_line(study, trial) -> None:
 
 
 def run_worker(spec: Mapping[str, Any], index: int) -> dict:
-    """Run one worker's share of trials against the study's storage (in this process).
+    """Run trials against the study's storage (in this process) while the launch's budget lasts.
 
     ``spec`` is what :func:`run_study` hands its workers (JSON data, so a worker can be a separate
-    process or machine): study name, storage URL, out_dir, base config source, search file data,
-    Lightning arguments, the launch number and each worker's share.
+    process): study name, storage URL, out_dir, base config source, search file data, Lightning
+    arguments, the launch number, ``n_trials`` and the path of its :class:`TrialClaims` file. The
+    workers of one launch share that file, so they run on one machine; more machines join a study by
+    running ``damcha-ts tune`` against the same storage URL.
     """
     import optuna
 
+    from optuna.trial import TrialState
+
     search = parse_search_spec(spec["search"], source=spec["search_source"])
-    share = int(spec["shares"][index])
-    if share <= 0:
-        return {"finished": 0, "failed": 0}
     storage = open_storage(
         spec["storage"],
         heartbeat_interval=search.heartbeat_interval,
@@ -155,17 +168,27 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
 
     base = BaseConfig(spec["config"]["source"], spec["config"]["horizon"], tuple(spec["config"]["overrides"]))
     objective = TrialObjective(base, search, spec["out_dir"], trainer_kwargs=spec.get("trainer_kwargs"))
-    quota = WorkerQuota(share)
-    study.optimize(
-        objective,
-        n_trials=None,  # the quota stops the loop; n_trials would count failed trials too
-        callbacks=[quota, _trial_line],
-        # A numerical error, or an invalid combination of values (d_model not divisible by
-        # n_heads), fails that trial only; every single value was checked before the study.
-        catch=(RuntimeError, ConfigError),
-        gc_after_trial=True,
-    )
-    return {"finished": quota.finished, "failed": quota.failed}
+    claims = TrialClaims(spec["claims"])
+    states = []
+    finished = failed = 0
+    while claims.claim():
+        study.optimize(
+            objective,
+            n_trials=1,
+            callbacks=[lambda _, trial: states.append(trial.state), _trial_line],
+            # A numerical error, or an invalid combination of values (d_model not divisible by
+            # n_heads), fails that trial only; every single value was checked before the study.
+            catch=(RuntimeError, ConfigError),
+            gc_after_trial=True,
+        )
+        if states and states[-1] in (TrialState.COMPLETE, TrialState.PRUNED):
+            finished += 1
+            continue
+        failed += 1
+        claims.release()  # another trial replaces the failed one ...
+        if failed > int(spec["n_trials"]):  # ... but not forever
+            break
+    return {"finished": finished, "failed": failed}
 
 
 def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
@@ -176,7 +199,7 @@ def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
     spec_path = folder / f"spec_{tag}.json"
     spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
     env = dict(os.environ)
-    # Each worker trains on its share of the cores instead of all of them fighting for every core.
+    # Each worker trains on its part of the cores instead of all of them fighting for every core.
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
     procs = []
     for index in range(workers):
@@ -352,8 +375,10 @@ def run_study(
         "search_source": spec.source,
         "trainer_kwargs": jsonable(trainer_kwargs or {}),
         "launch": launch,
-        "shares": split_trials(n_trials, workers),
+        "n_trials": n_trials,
+        "claims": str(out_dir / WORKERS_DIR / f"claims_{launch:05d}_{os.getpid()}.json"),
     }
+    TrialClaims(worker_spec["claims"], n_trials)
     log(f"study {name!r} in {display_url(url)}: {launch} trials so far, adding {n_trials}")
     if command:  # the study's own history: a resumed study's report lists every command that fed it
         history = list(study.user_attrs.get(INVOCATIONS_ATTR, []))
@@ -367,6 +392,7 @@ def run_study(
             run_worker(worker_spec, 0)
         else:
             exit_codes = _spawn_workers(worker_spec, out_dir, workers)
+    Path(worker_spec["claims"]).unlink(missing_ok=True)
     log(f"trials done in {time.perf_counter() - started:.1f} s")
 
     result = summarize(study, spec, url, out_dir)

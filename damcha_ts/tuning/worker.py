@@ -1,7 +1,8 @@
 """Entry point of one worker process: ``python -m damcha_ts.tuning.worker SPEC.json INDEX``.
 
 :func:`damcha_ts.tuning.study.run_study` writes the spec and starts ``--workers`` of these; each
-runs its share of the trials against the shared storage and exits 0 when its share is done.
+claims trials from the launch's budget and runs them against the shared storage, and exits 0 when
+the budget is spent.
 """
 
 from __future__ import annotations
