@@ -80,10 +80,6 @@ def read_results(path: str | Path) -> list[dict]:
     return rows
 
 
-def finished_keys(path: str | Path) -> set[CellKey]:
-    return {cell_key(row) for row in read_results(path)}
-
-
 def sample_path(results_path: str | Path, dataset: str, model: str, horizon: int) -> Path:
     """Where the report's plots find the prediction sample of a (dataset, model, horizon)."""
     return Path(results_path).parent / SAMPLES_DIR / f"{dataset}__{model}__H{horizon}.npz"

@@ -32,7 +32,7 @@ from damcha_ts.errors import ChecksumError, DatasetNotFoundError
 from damcha_ts.leaderboard.cells import SAMPLE_FILE, ResolvedCell, resolve_cell, run_cell
 from damcha_ts.leaderboard.grid import LeaderboardGrid
 from damcha_ts.leaderboard.curves import load_curves, read_run_curves, record_curves
-from damcha_ts.leaderboard.results import append_result, cell_key, finished_keys, read_results, sample_path
+from damcha_ts.leaderboard.results import append_result, cell_key, read_results, sample_path
 
 
 @dataclass
@@ -159,14 +159,13 @@ def run_leaderboard(
             log(missing.message)
 
     resolved = [resolve_cell(c, grid, runs_dir) for c in cells if c.dataset in available]
-    done = finished_keys(results_path)
-    pending = [r for r in resolved if r.key not in done]
+    finished = {cell_key(row): row for row in read_results(results_path)}  # read once per call
+    pending = [r for r in resolved if r.key not in finished]
     summary.already_finished = len(resolved) - len(pending)
     # Cells finished before curves were kept (or on another machine): take their curves if the run
     # folder is here.
     have_curves = {cell_key(item) for item in load_curves(results_path)}
-    rows = {cell_key(row): row for row in read_results(results_path)}
-    _keep_curves(results_path, [(rows[r.key], r) for r in resolved if r.key in rows and r.key not in have_curves])
+    _keep_curves(results_path, [(finished[r.key], r) for r in resolved if r.key in finished and r.key not in have_curves])
     todo = pending if max_cells is None else pending[: max(0, max_cells)]
     log(f"leaderboard {grid.name}: {len(cells)} cells, {summary.already_finished} already in {results_path}, "
         f"{len(pending)} to run, running {len(todo)} now")
