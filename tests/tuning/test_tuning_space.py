@@ -186,7 +186,17 @@ def test_shipped_search_files_fit_their_configs(path):
 
     spec = load_search_spec(path)
     assert spec.study_name == (yaml.safe_load(path.read_text()).get("study_name") or path.stem)
-    spec.check_against(BaseConfig.of("itransformer_damcha/etth1").resolve)
+    model = "itransformer_mha" if "mha" in path.stem else "itransformer_damcha"
+    spec.check_against(BaseConfig.of(f"{model}/etth1").resolve)
+
+
+def test_mha_study_searches_the_damcha_study_space_without_the_generator():
+    """Tuned-vs-tuned comparisons need the same budget and the same shared space."""
+    damcha = yaml.safe_load((SEARCH_DIR / "itransformer_damcha_etth1.yaml").read_text())
+    mha = yaml.safe_load((SEARCH_DIR / "itransformer_mha_etth1.yaml").read_text())
+    generator_keys = {"model.generator_hidden", "model.share_generator"}
+    assert {k: v for k, v in damcha["space"].items() if k not in generator_keys} == mha["space"]
+    assert {k: damcha[k] for k in ("sampler", "pruner", "storage")} == {k: mha[k] for k in ("sampler", "pruner", "storage")}
 
 
 def test_storage_urls(tmp_path, monkeypatch):
