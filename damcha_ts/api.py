@@ -50,7 +50,8 @@ class Forecaster:
             median is the point forecast), or None for a point forecast trained on the MSE.
         trainer_kwargs: passed to ``lightning.Trainer`` (``accelerator``, ``devices``,
             ``strategy``, ``num_nodes``, ``deterministic``, ``limit_train_batches``,
-            ``enable_progress_bar``, ``default_root_dir`` for checkpoints and logs, ...).
+            ``enable_progress_bar``, ``default_root_dir`` to keep checkpoints and logs: each fit
+            writes them into a new ``fit_*`` folder inside it, ...).
         **model_hyperparameters: model config keys (``d_model``, ``e_layers``, ``n_heads``,
             ``dropout``, DAMCHA options...) and other training keys (``patience``,
             ``lr_schedule``, ``weight_decay``, ``variate_fraction``...).
@@ -104,6 +105,7 @@ class Forecaster:
         self.fit_result_: dict = {}
         self._series = None
         self._history: tuple[np.ndarray, pd.DatetimeIndex] | None = None
+        self.run_dir_: Path | None = None  # where fit kept checkpoints and logs (with default_root_dir)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -166,11 +168,16 @@ class Forecaster:
         progress = bool(trainer_kwargs.pop("enable_progress_bar", True))
         root = trainer_kwargs.pop("default_root_dir", None)
         with tempfile.TemporaryDirectory(prefix="damcha_ts_fit_") as scratch:
+            if root is not None:
+                # A folder of its own: a fresh fit clears checkpoints/ and logs/ in its folder, and
+                # those must never be the user's.
+                Path(root).mkdir(parents=True, exist_ok=True)
+                self.run_dir_ = Path(tempfile.mkdtemp(prefix="fit_", dir=root))
             result = fit_series(
                 series,
                 self.model_config,
                 self.training,
-                Path(root) if root is not None else Path(scratch),
+                self.run_dir_ if root is not None else Path(scratch),
                 trainer_kwargs=trainer_kwargs,
                 progress=progress,
             )
@@ -183,7 +190,7 @@ class Forecaster:
             series, data_config=self.data_config, input_kind=kind, input_options=_plain(input_options)
         )
         self._series = series
-        self._history = (series.values[-self.lookback :], series.timestamps[-self.lookback :])
+        self._history = (series.latest_values, series.latest_timestamps)  # the source's last rows
         self.fit_result_ = {
             "best_val_loss": result.best_val_loss,
             "epochs_run": result.epochs_run,
@@ -380,7 +387,8 @@ class Forecaster:
     def backtest(self, data: Any = None, n_windows: int = 5, step: int | None = None, **data_options: Any) -> pd.DataFrame:
         """Rolling-origin forecasts without refitting, as a long frame with a ``cutoff`` column.
 
-        The last window's forecast ends at the last row of ``data``; earlier cutoffs are ``step``
+        The last window's forecast ends at the last row of ``data`` (without ``data``: of the training
+        series, which for ETT benchmarks is the protocol's last used row); earlier cutoffs are ``step``
         (default: ``horizon``) rows apart. Columns: id, time, ``cutoff``, the true value and
         ``forecast`` (names follow the input's long layout; defaults ``id``, ``date``, ``value``).
         With ``quantiles``, ``forecast`` is the median and ``forecast_q0.1``, ... hold the levels.

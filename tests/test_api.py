@@ -165,14 +165,18 @@ def test_backtest_equals_forecasts_from_truncated_histories(fitted, etth1):
         np.testing.assert_array_equal(truth[list(etth1.columns)].to_numpy(), etth1.loc[expected.index].to_numpy())
 
 
-def test_from_config_fits_the_benchmark_with_its_protocol(tmp_path):
+def test_from_config_fits_the_benchmark_with_its_protocol(tmp_path, data_root):
     overrides = [f"model.{k}={v}" for k, v in TINY.items()]
     forecaster = Forecaster.from_config("itransformer_damcha/etth1", horizon=24, overrides=overrides, trainer_kwargs=QUICK)
     forecaster.fit()
     scores = forecaster.evaluate()
     assert scores["windows"] == 2857 and scores["dataset"] == "ETTh1"
-    # The benchmark uses its first 20 months: the future starts after row 14,400.
-    assert forecaster.predict().index[0] == pd.Timestamp("2016-07-01") + pd.Timedelta(hours=14400)
+    # Training and scores use the protocol's first 20 months; the future starts after the file's
+    # last row, as when the whole file is passed.
+    whole = read(data_root, "ETTh1.csv.gz")
+    forecast = forecaster.predict()
+    assert forecast.index[0] == whole.index[-1] + pd.Timedelta(hours=1) == pd.Timestamp("2018-06-26 20:00")
+    pd.testing.assert_frame_equal(forecast, forecaster.predict(whole))
     loaded = Forecaster.load(forecaster.save(tmp_path / "m"))
     assert loaded.evaluate() == scores
 
@@ -261,3 +265,20 @@ def test_bad_quantiles_are_refused():
         Forecaster(quantiles=[])
     with pytest.raises(ConfigError, match="training.quantiles"):
         TrainingConfig(quantiles=[0.0])
+
+
+def test_a_series_shorter_than_one_batch_still_trains(etth1):
+    short = etth1.iloc[:260]  # 70 % of it gives fewer training windows than one batch of 128
+    fitted = tiny(batch_size=128).fit(short)
+    assert fitted.fit_result_["epochs_run"] == 1 and fitted.fit_result_["best_epoch"] == 0
+
+
+def test_default_root_dir_gets_a_run_folder_and_keeps_the_users_files(etth1, tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "mine.txt").write_text("keep me")
+    quick = {k: v for k, v in QUICK.items() if k != "logger"}
+    fitted = Forecaster("itransformer_mha", horizon=24, lookback=48, max_epochs=1,
+                        trainer_kwargs={**quick, "default_root_dir": str(tmp_path)}, **TINY).fit(etth1)
+    assert (tmp_path / "logs" / "mine.txt").read_text() == "keep me"
+    assert fitted.run_dir_.parent == tmp_path and (fitted.run_dir_ / "checkpoints" / "best.ckpt").is_file()
+    assert (fitted.run_dir_ / "logs" / "metrics.csv").is_file()

@@ -6,8 +6,7 @@ import lightning as L
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
-from damcha_ts.data.frames import Source
-from damcha_ts.data.protocol import SeriesData, prepare
+from damcha_ts.data.protocol import SeriesData
 from damcha_ts.data.windows import WindowDataset, keep_batch
 
 
@@ -16,9 +15,11 @@ class ForecastDataModule(L.LightningDataModule):
 
     Batches are gathered by ``WindowDataset.__getitems__`` from a ``BatchSampler``: one indexing
     call per batch. Train shuffles and, like the iTransformer reference, drops its last partial
-    batch (``drop_last_train``); val and test never drop a window (protocol.md §1.5), so test
-    metrics cover every window. ``seed`` fixes the train shuffling order independently of the
-    global RNG; None follows torch's global RNG (``lightning.seed_everything``).
+    batch -- unless that batch is all there is (a short series with fewer training windows than
+    ``batch_size``), where dropping it would leave nothing to train on. Val and test never drop a
+    window (protocol.md §1.5), so test metrics cover every window. ``seed`` fixes the train
+    shuffling order independently of the global RNG; None follows torch's global RNG
+    (``lightning.seed_everything``).
     """
 
     def __init__(
@@ -26,23 +27,14 @@ class ForecastDataModule(L.LightningDataModule):
         data: SeriesData,
         batch_size: int = 32,
         num_workers: int = 0,
-        shuffle_train: bool = True,
-        drop_last_train: bool = True,
         seed: int | None = None,
     ):
         super().__init__()
         self.data = data
         self.batch_size = batch_size
         self.num_workers = num_workers
-        self.shuffle_train = shuffle_train
-        self.drop_last_train = drop_last_train
         self.seed = seed
         self.datasets = {split: WindowDataset(data, split) for split in ("train", "val", "test")}
-
-    @classmethod
-    def from_source(cls, source: Source, *, batch_size: int = 32, num_workers: int = 0, seed: int | None = None, **prepare_options) -> ForecastDataModule:
-        """``prepare(source, **prepare_options)`` wrapped in a DataModule."""
-        return cls(prepare(source, **prepare_options), batch_size=batch_size, num_workers=num_workers, seed=seed)
 
     def _loader(self, split: str, shuffle: bool, drop_last: bool) -> DataLoader:
         dataset = self.datasets[split]
@@ -60,7 +52,7 @@ class ForecastDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", self.shuffle_train, self.drop_last_train)
+        return self._loader("train", True, len(self.datasets["train"]) >= self.batch_size)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("val", False, False)

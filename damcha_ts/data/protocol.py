@@ -107,6 +107,10 @@ class SeriesData:
     total_rows: int = 0
     time_features_freq: str = "h"
     mark_names: list[str] = field(default_factory=list)
+    # The last seq_len rows of the whole source, raw scale, model column order: where a forecast of
+    # what comes next starts. For ETT they lie past the protocol's rows; elsewhere they end ``values``.
+    latest_values: np.ndarray | None = None
+    latest_timestamps: pd.DatetimeIndex | None = None
 
     def window_count(self, split: str) -> int:
         """Number of stride-1 windows in ``split``: rows - seq_len - pred_len + 1 (protocol §1.3)."""
@@ -270,6 +274,8 @@ def prepare(
         total_rows=len(frame),
         time_features_freq=marks_freq,
         mark_names=mark_names,
+        latest_values=np.ascontiguousarray(frame[columns].iloc[-seq_len:].to_numpy(dtype=np.float64)),
+        latest_timestamps=frame.index[-seq_len:],
     )
 
 

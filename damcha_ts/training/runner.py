@@ -342,8 +342,8 @@ def run_experiment(
             getattr(fit.module.model, "point_model", fit.module.model),
             SeriesMeta.from_series(series, data_config=config["data"]),
             training=config["training"],
-            history_values=series.values[-series.seq_len :],
-            history_timestamps=series.timestamps[-series.seq_len :],
+            history_values=series.latest_values,
+            history_timestamps=series.latest_timestamps,
             metrics={k: v for k, v in result.items() if isinstance(v, (int, float, str))},
         )
     return result

@@ -122,6 +122,9 @@ def test_real_lightning_trainer_fits_and_tests_on_every_window(etth1, tmp_path):
     assert model.test_squared_error == pytest.approx(expected, rel=1e-5)
 
 
-def test_from_source_builds_the_same_module(benchmark_frame):
-    module = ForecastDataModule.from_source(benchmark_frame("ETTh1"), batch_size=16, seq_len=96, pred_len=24)
-    assert module.data.window_count("test") == 2785 + 96 - 24 and module.batch_size == 16
+def test_a_train_split_shorter_than_one_batch_still_trains(etth1):
+    """Dropping the last partial batch would leave no training batch at all: it is kept."""
+    n_train = etth1.window_count("train")
+    loader = ForecastDataModule(etth1, batch_size=n_train + 5, seed=0).train_dataloader()
+    assert [b["x"].shape[0] for b in loader] == [n_train]
+    assert len(ForecastDataModule(etth1, batch_size=n_train, seed=0).train_dataloader()) == 1
