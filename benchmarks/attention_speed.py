@@ -15,7 +15,7 @@ Layers run in training mode, with an input that requires grad as inside a model,
 CPU kernel). DAMCHA uses the package defaults: compact generator with hidden widths (256, 512), its own
 generator (one layer has no stack to share one with), backend "auto" (SDPA on CPU). A model step is
 forward, MSE loss, backward and an Adam step over ``model.parameter_groups``: the training optimiser
-(``damcha_ts.training.optim.adam``, the foreach update), and at ETTh1 also PyTorch's CPU default (the
+(``damcha_ts.training.optim.adamw``, the foreach update), and at ETTh1 also PyTorch's CPU default (the
 per-tensor loop) and ``fused=True``; dropout 0.1 and the official iTransformer config; DAMCHA shares
 one generator per stack (the default).
 
@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from damcha_ts.models import AttentionConfig, build_attention, build_model
-from damcha_ts.training.optim import adam
+from damcha_ts.training.optim import adamw
 
 # (label, B, tokens, D, H): iTransformer's ETT, Weather and Traffic token counts (N + 4 marks)
 LAYER_SHAPES = [("ETT", 32, 11, 256, 8), ("Weather", 32, 25, 512, 8), ("Traffic", 16, 866, 512, 8)]
@@ -108,7 +108,7 @@ def layer_step(kind: str, B: int, tokens: int, D: int, H: int, dropout: float):
 
 
 ADAM_UPDATES = {
-    "foreach": lambda groups: adam(groups, 1e-4),  # what training uses
+    "foreach": lambda groups: adamw(groups, 1e-4),  # what training uses
     "loop": lambda groups: torch.optim.Adam(groups, lr=1e-4, foreach=False),  # PyTorch's CPU default
     "fused": lambda groups: torch.optim.Adam(groups, lr=1e-4, fused=True),  # one kernel, other rounding
 }

@@ -65,7 +65,7 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         quantiles: quantile levels for a probabilistic forecast (0.5 is always added; the predictor
             returns ``QuantileForecast`` with these keys plus ``"mean"``); None (default) for a point
             forecast trained with MSE (``SampleForecast`` with one sample).
-        lr: Adam learning rate; weight_decay: Adam weight decay.
+        lr: AdamW learning rate; weight_decay: AdamW (decoupled) weight decay.
         batch_size: windows per batch, for training and prediction.
         num_batches_per_epoch: an "epoch" is this many batches of a cyclic, randomly windowed stream.
         trainer_kwargs: passed to ``lightning.pytorch.Trainer`` over ``{"max_epochs": 100}``.

@@ -11,7 +11,7 @@ from gluonts.core.component import validated
 from damcha_ts.errors import ConfigError, DataError
 from damcha_ts.models import build_model
 from damcha_ts.probabilistic import build_quantile_model, pinball_loss, quantile_mean, validate_quantiles
-from damcha_ts.training.optim import adam
+from damcha_ts.training.optim import adamw
 
 
 class DAMCHALightningModule(pl.LightningModule):
@@ -25,7 +25,7 @@ class DAMCHALightningModule(pl.LightningModule):
             context length L) and ``pred_len`` (the horizon H).
         quantiles: quantile levels (0.5 is added), or None for a point forecast.
         lr: Adam learning rate (the base rate of ``model.parameter_groups``).
-        weight_decay: Adam weight decay (base value of ``model.parameter_groups``).
+        weight_decay: AdamW (decoupled) weight decay (base value of ``model.parameter_groups``).
         target_mean, target_scale: per-variate standardisation [N] fitted on the training data
             (as the protocol's StandardScaler), or None for none. The model sees (y − mean) / scale,
             the loss is computed on that scale, and forecasts are mapped back to the data's scale.
@@ -125,4 +125,4 @@ class DAMCHALightningModule(pl.LightningModule):
     def configure_optimizers(self):
         # Same convention as damcha_ts.training: Adam over the model's own parameter groups, so
         # DAMCHA's compact generator layer keeps its H-times learning rate (damcha.md §10).
-        return adam(self.model.parameter_groups(self.lr, self.weight_decay), self.lr)
+        return adamw(self.model.parameter_groups(self.lr, self.weight_decay), self.lr)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from damcha_ts.models import build_model
 from damcha_ts.probabilistic import build_quantile_model, pinball_loss
 from damcha_ts.training.config import TrainingConfig
-from damcha_ts.training.optim import adam, lr_factor
+from damcha_ts.training.optim import adamw, lr_factor
 
 
 class ForecastModule(L.LightningModule):
@@ -105,7 +105,7 @@ class ForecastModule(L.LightningModule):
     def configure_optimizers(self):
         config = self.training_config
         groups = self.model.parameter_groups(config.learning_rate, config.weight_decay, config.compact_lr_scale)
-        optimizer = adam(groups, config.learning_rate)
+        optimizer = adamw(groups, config.learning_rate)
         # LambdaLR multiplies each group's *own* initial lr, keeping DAMCHA's group ratios.
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lr_factor(config.lr_schedule, config.max_epochs)
