@@ -123,6 +123,11 @@ def run(args: argparse.Namespace) -> int:
     result = run_experiment(
         config, out_dir, resume=args.resume, progress=sys.stderr.isatty(), trainer_kwargs=trainer_kwargs(args)
     )
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    if rank_zero_only.rank != 0:
+        # Under DDP every rank returns here; rank 0 wrote model/ and speaks for the run (one JSON object).
+        return 0
     if not args.no_plot:
         result["plot"] = str(write_forecast_plot(out_dir, config))
     if args.json:

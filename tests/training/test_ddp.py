@@ -36,3 +36,22 @@ def test_two_process_ddp_fit_on_cpu(tmp_path, data_root):
     assert list(logged["epoch"]) == [0, 1]
     assert first["best_val_loss"] == logged["val_loss"].min()
     assert first["test_windows"] == 2857  # every test window, not a DistributedSampler shard
+
+
+def test_fit_command_under_ddp_speaks_once(tmp_path, data_root):
+    """Every DDP rank returns from the fit; only rank 0 plots and prints (one JSON object on stdout)."""
+    out = tmp_path / "cli"
+    env = {**os.environ, "DAMCHA_TS_DATA": str(data_root), "OMP_NUM_THREADS": "1"}
+    command = [
+        sys.executable, "-m", "damcha_ts.cli.main", "fit", "--config", "itransformer_mha/etth1", "--horizon", "24",
+        "--set", "model.d_model=16", "--set", "model.d_ff=16", "--set", "model.n_heads=2",
+        "--set", "training.max_epochs=1", "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp",
+        "--trainer", "limit_train_batches=2", "--trainer", "limit_val_batches=2", "--out", str(out), "--json",
+    ]
+    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "Traceback" not in done.stderr and "error" not in done.stderr.lower(), done.stderr[-4000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1
+    result = json.loads(lines[0])
+    assert result["world_size"] == 2 and Path(result["plot"]) == out / "forecast.png" and (out / "forecast.png").is_file()
