@@ -18,7 +18,8 @@ import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from damcha_ts.leaderboard.results import CellKey, cell_key, exclusive_lock, replace_atomically
+from damcha_ts.files import write_atomically
+from damcha_ts.leaderboard.results import CellKey, cell_key, exclusive_lock
 
 CURVES_FILE = "curves.json"
 
@@ -78,7 +79,7 @@ def record_curves(results_path: str | Path, entries: Iterable[tuple[Mapping, dic
             stored[key] = {**_identity(key), **curves}
         ordered = sorted(stored.values(), key=lambda item: cell_key(item))
         text = json.dumps(ordered, indent=1) + "\n"
-        replace_atomically(path, text.encode("utf-8"))
+        write_atomically(path, text)
     return len(entries)
 
 

@@ -567,8 +567,7 @@ def write_report(
     """Regenerate the report (and its plots in ``<report folder>/plots``) from the results CSV, plus
     the hand-written ``FINDINGS.md`` next to the CSV when there is one."""
     import os
-    import tempfile
-
+    from damcha_ts.files import write_atomically
     from damcha_ts.leaderboard.results import read_results
 
     results_path, report_path = Path(results_path), Path(report_path)
@@ -582,9 +581,4 @@ def write_report(
     text = build_report(rows, results_name=results_name or str(results_path), expected=expected, plots=plots,
                         findings=findings, unavailable=unavailable)
     report_path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{report_path.name}.", suffix=".tmp", dir=report_path.parent)
-    os.fchmod(descriptor, 0o644)  # mkstemp makes 0600
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(temporary, report_path)
-    return report_path
+    return write_atomically(report_path, text)

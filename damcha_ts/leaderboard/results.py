@@ -12,11 +12,11 @@ import csv
 import io
 import math
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from damcha_ts.errors import DataError
+from damcha_ts.files import write_atomically
 
 # The issue fixes the first six columns; the rest say how the number was produced.
 RESULT_COLUMNS = (
@@ -135,26 +135,4 @@ def append_result(path: str | Path, row: Mapping) -> None:
         if not old:
             writer.writerow(RESULT_COLUMNS)
         writer.writerow([_format(row[c]) for c in RESULT_COLUMNS])
-        replace_atomically(path, old + buffer.getvalue().encode("utf-8"))
-
-
-def replace_atomically(path: Path, content: bytes) -> None:
-    """Write ``content`` to a temp file beside ``path``, fsync, ``os.replace`` it over ``path`` and
-    fsync the folder; call it under ``exclusive_lock(path)``."""
-    descriptor, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(descriptor, 0o644)  # mkstemp makes 0600; results are for everyone to read
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    # Make the rename itself durable.
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+        write_atomically(path, old + buffer.getvalue().encode("utf-8"))

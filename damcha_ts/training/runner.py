@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ import torch
 from lightning.fabric.utilities.rank_zero import rank_zero_info, rank_zero_only
 
 from damcha_ts.errors import ConfigError
+from damcha_ts.files import write_atomically
 from damcha_ts.training.callbacks import EpochLog, EpochTimer
 from damcha_ts.training.config import TrainingConfig, config_hash, load_run_config
 from damcha_ts.training.evaluation import (
@@ -211,13 +211,13 @@ def _read_log(path: Path) -> list[dict]:
 
 
 def _write_log(path: Path, rows: list[dict]) -> None:
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-    partial = path.with_name(path.name + ".tmp")
-    with partial.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(partial, path)
+    import io
+
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(key for row in rows for key in row)))
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(path, text.getvalue())
 
 
 def _epoch(row: dict) -> float:
@@ -290,7 +290,7 @@ def run_experiment(
             )
     if rank_zero_only.rank == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
-        saved_config.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        write_atomically(saved_config, yaml.safe_dump(config, sort_keys=False))
 
     series = prepare_series(config["data"])
     training = TrainingConfig.from_dict(config["training"])
@@ -331,7 +331,7 @@ def run_experiment(
     if fit.trainer.is_global_zero:
         from damcha_ts.training.artifacts import SeriesMeta, save_model_dir
 
-        (out_dir / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_atomically(out_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
         if tables is not None:
             _write_table(out_dir / "metrics_per_step.csv", tables[0])
             _write_table(out_dir / "metrics_per_variate.csv", tables[1])

@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from damcha_ts.files import write_atomically
+
 if TYPE_CHECKING:
     from damcha_ts.tuning.space import SearchSpec
     from damcha_ts.tuning.study import StudyResult
@@ -35,7 +37,7 @@ def export_best_config(trial, path: str | Path, *, study_name: str) -> Path:
         f"# Searched: {searched}\n"
         "# A complete run config: pass it to `damcha-ts fit --config` or to the leaderboard.\n"
     )
-    path.write_text(header + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    write_atomically(path, header + yaml.safe_dump(config, sort_keys=False))
     return path
 
 
@@ -288,5 +290,5 @@ def write_report(
         "",
     ]
     path = out_dir / REPORT_FILE
-    path.write_text("\n".join(lines), encoding="utf-8")
+    write_atomically(path, "\n".join(lines))
     return path

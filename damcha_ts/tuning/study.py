@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from damcha_ts.errors import ConfigError
+from damcha_ts.files import write_atomically
 from damcha_ts.tuning.space import SearchSpec, load_search_spec, parse_search_spec
 from damcha_ts.tuning.storage import display_url, open_storage, resolve_storage_url
 
@@ -148,7 +149,6 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
     running ``damcha-ts tune`` against the same storage URL.
     """
     import optuna
-
     from optuna.trial import TrialState
 
     search = parse_search_spec(spec["search"], source=spec["search_source"])
@@ -238,7 +238,10 @@ def evaluate_config(
     key = {"config_hash": config_hash(resolved), "trainer_kwargs": dict(trainer_kwargs or {})}
     record_path = out_dir / "evaluation.json"
     if record_path.is_file():
-        record = json.loads(record_path.read_text(encoding="utf-8"))
+        try:
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:  # unreadable (written by a version without atomic writes): rerun
+            record = {}
         if record.get("key") == json.loads(json.dumps(key, default=str)):
             return record["metrics"]
     result = run_experiment(
@@ -253,9 +256,7 @@ def evaluate_config(
         "config_hash": result["config_hash"],
         "out_dir": str(out_dir),
     }
-    record_path.write_text(
-        json.dumps({"key": key, "metrics": metrics}, indent=2, default=str), encoding="utf-8"
-    )
+    write_atomically(record_path, json.dumps({"key": key, "metrics": metrics}, indent=2, default=str))
     return metrics
 
 
@@ -415,9 +416,7 @@ def run_study(
     from damcha_ts.tuning.report import write_report
 
     result.report = str(write_report(study, spec, result, out_dir, command=command))
-    (out_dir / SUMMARY_FILE).write_text(
-        json.dumps(result.to_json(), indent=2, default=str) + "\n", encoding="utf-8"
-    )
+    write_atomically(out_dir / SUMMARY_FILE, json.dumps(result.to_json(), indent=2, default=str) + "\n")
     return result
 
 

@@ -1,0 +1,32 @@
+"""Writing files so that a reader, or a rerun after a kill, never sees half of one."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomically(path: str | Path, content: bytes | str) -> Path:
+    """Write ``content`` to a temp file beside ``path``, fsync it, ``os.replace`` it over ``path`` and
+    fsync the folder. A crash leaves either the old file or the new one, never a mix. Two writers
+    racing on one path need a lock around the read-modify-write (see ``leaderboard/results.py``)."""
+    path = Path(path)
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    descriptor, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(descriptor, 0o644)  # mkstemp makes 0600; results are for everyone to read
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+    return path
