@@ -540,8 +540,13 @@ class Forecaster:
             forecaster._history = (loaded.history_values, loaded.history_timestamps)
         return forecaster
 
+    @property
+    def is_fitted(self) -> bool:
+        """Whether there is a model to forecast with (after ``fit`` or ``Forecaster.load``)."""
+        return self.model_ is not None
+
     def _check_fitted(self, action: str) -> None:
-        if self.model_ is None:
+        if not self.is_fitted:
             raise ConfigError(f"{action}() called before fit(): call fit(data) or Forecaster.load(directory) first")
 
     def __repr__(self) -> str:

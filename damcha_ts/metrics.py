@@ -74,7 +74,6 @@ class ErrorAccumulator:
         self.scaler = scaler
         self.windows = 0
         self._sums: dict[str, np.ndarray] = {}
-        self._count_per_cell = 0
 
     def update(self, pred, true) -> None:
         pred, true = _as_float64_numpy(pred), _as_float64_numpy(true)

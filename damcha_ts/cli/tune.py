@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import sys
@@ -78,9 +79,9 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from damcha_ts.tuning.study import run_study, stdout_to_stderr
+    from damcha_ts.tuning.study import run_study
 
-    with stdout_to_stderr():  # keep stdout for the --json object
+    with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the --json object
         result = run_study(
             args.config,
             args.search,

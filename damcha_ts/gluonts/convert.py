@@ -18,7 +18,8 @@ def predictor_from_forecaster(forecaster, batch_size: int = 32) -> PyTorchPredic
     ``damcha-ts fit``. Feed it entries whose target rows are the forecaster's columns, in order
     (``PandasDataset(frame[forecaster.meta_.columns], target=...)``).
     """
-    forecaster._check_fitted("predictor_from_forecaster")
+    if not forecaster.is_fitted:
+        raise ConfigError("predictor_from_forecaster: the forecaster is not fitted; call fit(data) or Forecaster.load first")
     meta = forecaster.meta_
     if meta.features == "MS":
         raise ConfigError(

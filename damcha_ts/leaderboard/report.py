@@ -567,6 +567,7 @@ def write_report(
     """Regenerate the report (and its plots in ``<report folder>/plots``) from the results CSV, plus
     the hand-written ``FINDINGS.md`` next to the CSV when there is one."""
     import os
+
     from damcha_ts.files import write_atomically
     from damcha_ts.leaderboard.results import read_results
 

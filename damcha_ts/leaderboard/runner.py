@@ -212,7 +212,8 @@ def _worker(environment: dict, threads: int, trainer_kwargs: dict, tasks, result
     os.environ.update(environment)
     import torch
 
-    torch.set_num_threads(threads)  # the workers share the CPU cores for data and Python work
+    # A CPU slot names its thread count; a GPU worker shares the cores for data and Python work.
+    torch.set_num_threads(int(environment.get("OMP_NUM_THREADS") or threads))
     while True:
         task = tasks.get()
         if task is None:

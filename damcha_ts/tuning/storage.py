@@ -95,11 +95,6 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
             ) from exc
 
 
-def retried_trial_number(trial) -> int | None:
-    """The number of the killed trial that ``trial`` re-runs, or None."""
-    return trial.system_attrs.get("failed_trial")
-
-
 def display_url(url: str) -> str:
     """The URL with any password hidden, for logs and reports."""
     if is_journal(url) or "@" not in url:

@@ -446,10 +446,3 @@ def summarize(study, search: SearchSpec, url: str, out_dir: Path) -> StudyResult
         best_params=decoded_params(search, best.params) if best else {},
         best_trial=best.number if best else None,
     )
-
-
-@contextlib.contextmanager
-def stdout_to_stderr():
-    """Keep stdout clean for ``--json``: anything a library prints goes to stderr instead."""
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
