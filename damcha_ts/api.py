@@ -295,10 +295,12 @@ class Forecaster:
         mean, scale = np.asarray(meta.scaler_mean), np.asarray(meta.scaler_scale)
         scaled = (histories - mean) / scale
         marks = np.stack([time_features(stamps, meta.time_features_freq or meta.freq)[0] for stamps in timestamps])
+        device = self.device
         with torch.no_grad():
             out = self.model_(
-                torch.as_tensor(scaled, dtype=torch.float32), torch.as_tensor(marks, dtype=torch.float32)
-            ).double().numpy()  # [B, H, N], or [B, Q, H, N] for a quantile model
+                torch.as_tensor(scaled, dtype=torch.float32, device=device),
+                torch.as_tensor(marks, dtype=torch.float32, device=device),
+            ).double().cpu().numpy()  # [B, H, N], or [B, Q, H, N] for a quantile model
         # Variates are the last axis either way; scale > 0 keeps the quantiles in order.
         if meta.features == "MS":
             out = out[..., -1:] * scale[-1] + mean[-1]
@@ -380,7 +382,7 @@ class Forecaster:
             series = prepare(data, seq_len=self.lookback, pred_len=self.horizon, **options)
         loader = split_loader(series, split, batch_size=self.training.batch_size)
         errors = evaluate_loader(
-            self.model_, loader, scaler=scored_scaler(series), device="cpu", target_only=series.features == "MS"
+            self.model_, loader, scaler=scored_scaler(series), device=self.device, target_only=series.features == "MS"
         )
         return {"dataset": series.name, "split": split, **summary(errors)}
 
@@ -497,6 +499,7 @@ class Forecaster:
     def load(cls, directory: str | Path, map_location: str = "cpu") -> Forecaster:
         """A fitted Forecaster from :meth:`save` or from ``run_experiment``'s ``model/`` directory.
 
+        ``map_location`` is the device the loaded model forecasts on (``"cpu"``, ``"cuda"``, ...).
         Weights load with ``weights_only=True``; a modified weights file or one that does not fit
         the saved config is refused (ChecksumError / ConfigError).
         """
@@ -532,13 +535,19 @@ class Forecaster:
             **model_config,
             **training,
         )
-        forecaster.model_ = model
+        forecaster.model_ = model.to(map_location)
         forecaster.meta_ = loaded.meta
         forecaster.data_config = dict(loaded.meta.data_config or {})
         forecaster.fit_result_ = loaded.metrics
         if loaded.history_values is not None:
             forecaster._history = (loaded.history_values, loaded.history_timestamps)
         return forecaster
+
+    @property
+    def device(self):
+        """The device the fitted model's weights are on (inputs go there, forecasts come back to NumPy)."""
+        self._check_fitted("device")
+        return next(self.model_.parameters()).device
 
     @property
     def is_fitted(self) -> bool:

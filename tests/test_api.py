@@ -67,10 +67,45 @@ def test_forecast_is_the_model_applied_to_the_scaled_history(fitted, etth1):
 def test_save_load_predict_is_identical(fitted, etth1, tmp_path):
     fitted.save(tmp_path / "model")
     loaded = Forecaster.load(tmp_path / "model")
+    assert loaded.device.type == "cpu"
     pd.testing.assert_frame_equal(loaded.predict(), fitted.predict())
     pd.testing.assert_frame_equal(loaded.predict(etth1.iloc[:900]), fitted.predict(etth1.iloc[:900]))
     assert loaded.evaluate(etth1) == fitted.evaluate(etth1)
     assert (loaded.horizon, loaded.lookback, loaded.model_config) == (fitted.horizon, fitted.lookback, fitted.model_config)
+
+
+def test_a_save_is_whole_or_reported_incomplete(fitted, tmp_path, monkeypatch):
+    import damcha_ts.training.artifacts as artifacts
+
+    directory = fitted.save(tmp_path / "model")
+    assert (directory / "history.npz").is_file()
+    # Saving again without history leaves no earlier history behind to be picked up by load().
+    history = fitted._history
+    fitted._history = None
+    try:
+        fitted.save(directory)
+    finally:
+        fitted._history = history
+    assert not (directory / "history.npz").exists() and Forecaster.load(directory)._history is None
+
+    def cut_short(*args, **kwargs):
+        raise OSError("simulated crash while writing the weights")
+
+    monkeypatch.setattr(artifacts, "write_atomically", cut_short)
+    with pytest.raises(OSError, match="simulated crash"):
+        fitted.save(directory)
+    monkeypatch.undo()
+    with pytest.raises(FileNotFoundError, match="cut short"):  # not new weights under old metadata
+        Forecaster.load(directory)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_map_location_puts_the_model_on_that_device(fitted, etth1, tmp_path):
+    on_gpu = Forecaster.load(fitted.save(tmp_path / "model"), map_location="cuda")
+    assert on_gpu.device.type == "cuda"
+    pd.testing.assert_frame_equal(on_gpu.predict(etth1.iloc[:900]), fitted.predict(etth1.iloc[:900]), rtol=1e-4)
+    assert on_gpu.evaluate(etth1)["mse"] == pytest.approx(fitted.evaluate(etth1)["mse"], rel=1e-4)
 
 
 def test_tampered_or_mismatched_weights_are_refused(fitted, tmp_path):

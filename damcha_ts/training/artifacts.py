@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from damcha_ts.errors import ChecksumError, ConfigError, DatasetNotFoundError
+from damcha_ts.files import write_atomically
 
 FORMAT = "damcha_ts.forecaster"
 FORMAT_VERSION = 1
@@ -97,16 +98,23 @@ def save_model_dir(
     """
     import dataclasses
 
+    import io
+
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    # forecaster.json goes first and comes back last: a save cut short leaves a directory that
+    # load_model_dir calls incomplete, never new weights under old metadata.
+    (directory / META_FILE).unlink(missing_ok=True)
     weights = directory / WEIGHTS_FILE
-    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, weights)
+    buffer = io.BytesIO()
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, buffer)
+    write_atomically(weights, buffer.getvalue())
     if history_values is not None:
-        np.savez(
-            directory / HISTORY_FILE,
-            values=np.asarray(history_values, dtype=np.float64),
-            timestamps=pd_index_ns(history_timestamps),
-        )
+        buffer = io.BytesIO()
+        np.savez(buffer, values=np.asarray(history_values, dtype=np.float64), timestamps=pd_index_ns(history_timestamps))
+        write_atomically(directory / HISTORY_FILE, buffer.getvalue())
+    else:
+        (directory / HISTORY_FILE).unlink(missing_ok=True)  # not an earlier save's history
     document = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -116,7 +124,7 @@ def save_model_dir(
         "weights_sha256": _sha256(weights),
         "metrics": dict(metrics or {}),
     }
-    (directory / META_FILE).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    write_atomically(directory / META_FILE, json.dumps(document, indent=2) + "\n")
     return directory
 
 
@@ -168,7 +176,9 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
     weights = directory / WEIGHTS_FILE
     for path in (meta_path, weights):
         if not path.is_file():
-            raise DatasetNotFoundError(f"{path} is missing: {directory} is not a saved damcha_ts model directory")
+            raise DatasetNotFoundError(
+                f"{path} is missing: {directory} is not a saved damcha_ts model directory (or its save was cut short)"
+            )
     try:
         document = json.loads(meta_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

@@ -127,8 +127,8 @@ def test_learning_rate_halves_per_group_as_tslib_type1(trained, best_model):
         reference.append(lr)  # the rate the epoch trained at
         lr = lr0 * 0.5 ** (epoch - 1)  # adjust_learning_rate(optimizer, epoch, lradj="type1")
     logged = pd.read_csv(out / "logs" / "metrics.csv")
-    default = logged.dropna(subset=["lr-Adam/default"])["lr-Adam/default"].to_numpy()
-    compact = logged.dropna(subset=[f"lr-Adam/damcha_compact_x{heads}"])[f"lr-Adam/damcha_compact_x{heads}"].to_numpy()
+    default = logged.dropna(subset=["lr-AdamW/default"])["lr-AdamW/default"].to_numpy()
+    compact = logged.dropna(subset=[f"lr-AdamW/damcha_compact_x{heads}"])[f"lr-AdamW/damcha_compact_x{heads}"].to_numpy()
     np.testing.assert_allclose(default, reference, rtol=1e-12)
     np.testing.assert_allclose(compact, heads * np.asarray(reference), rtol=1e-12)
 
