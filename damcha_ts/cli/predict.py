@@ -52,6 +52,13 @@ def run(args: argparse.Namespace) -> int:
         if value is not None
     }
     if args.input is None:
+        if forecaster.meta_.input_kind == "numpy":
+            from damcha_ts.errors import DataError
+
+            raise DataError(
+                f"--model {args.model} was fitted on a NumPy array, which has no CSV layout to continue; "
+                "pass the recent history with --input history.csv"
+            )
         forecast = forecaster.predict()
     else:
         if args.id_col or args.value_col:
@@ -65,7 +72,10 @@ def run(args: argparse.Namespace) -> int:
     elif not args.json:
         forecast.to_csv(sys.stdout, index=wide)
     if args.json:
-        times = forecast.index if wide else forecast[forecast.columns[1]]
+        # A long forecast keeps the input's column order, so find its time column by type.
+        times = forecast.index if wide else next(
+            forecast[c] for c in forecast.columns if pd.api.types.is_datetime64_any_dtype(forecast[c])
+        )
         print(
             json.dumps(
                 {

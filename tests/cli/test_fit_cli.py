@@ -71,6 +71,29 @@ def test_predict_keeps_a_long_layout(fitted_run, data_root, tmp_path, capsys):
     run_json(capsys, ["predict", "--model", str(out), "--input", str(tmp_path / "long.csv"), "--id-col", "sensor", "--value-col", "reading", "--output", str(tmp_path / "f.csv"), "--json"])
     forecast = pd.read_csv(tmp_path / "f.csv")
     assert list(forecast.columns) == ["date", "sensor", "reading"] and len(forecast) == 24 * 7
+    # Another column order comes back in that order; the summary still finds the time column.
+    long = history.melt(id_vars="date", var_name="sensor", value_name="reading")[["sensor", "reading", "date"]]
+    long.to_csv(tmp_path / "long2.csv", index=False)
+    summary = run_json(capsys, ["predict", "--model", str(out), "--input", str(tmp_path / "long2.csv"), "--id-col", "sensor",
+                                "--value-col", "reading", "--output", str(tmp_path / "f2.csv"), "--json"])
+    assert summary["columns"] == ["sensor", "reading", "date"]
+    assert summary["first_timestamp"] == str(pd.Timestamp(history["date"].iloc[-1]) + pd.Timedelta(hours=1))
+
+
+def test_predict_without_input_names_what_a_numpy_model_needs(data_root, tmp_path, capsys):
+    import numpy as np
+
+    from damcha_ts import Forecaster
+
+    values = pd.read_csv(data_root / "ETTh1.csv.gz").drop(columns="date").to_numpy()[:600]
+    quick = {"enable_progress_bar": False, "logger": False, "limit_train_batches": 2, "limit_val_batches": 2}
+    model = Forecaster("itransformer_mha", horizon=24, lookback=48, max_epochs=1, d_model=16, d_ff=16, n_heads=2,
+                       trainer_kwargs=quick).fit(np.asarray(values), freq="h")
+    model.save(tmp_path / "numpy_model")
+    capsys.readouterr()
+    assert main(["predict", "--model", str(tmp_path / "numpy_model")]) == 2
+    err = capsys.readouterr().err
+    assert "NumPy" in err and "--input history.csv" in err
 
 
 def test_evaluate_reproduces_the_fit_metrics(fitted_run, capsys):
