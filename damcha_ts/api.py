@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.training.config import plain_values
 
 # load_frame options that say how to read a history again at predict time.
 _INPUT_OPTIONS = (
@@ -183,11 +184,11 @@ class Forecaster:
             )
         self.model_ = result.module.model.cpu().eval()
         input_options["input_columns"] = _input_columns(data, options, series)
-        self.data_config = {k: _plain(v) for k, v in options.items() if k in _SETTING_OPTIONS}
+        self.data_config = {k: plain_values(v) for k, v in options.items() if k in _SETTING_OPTIONS}
         if isinstance(data, (str, Path)):
             self.data_config["dataset"] = str(data)
         self.meta_ = SeriesMeta.from_series(
-            series, data_config=self.data_config, input_kind=kind, input_options=_plain(input_options)
+            series, data_config=self.data_config, input_kind=kind, input_options=plain_values(input_options)
         )
         self._series = series
         self._history = (series.latest_values, series.latest_timestamps)  # the source's last rows
@@ -573,17 +574,6 @@ def _model_config(model: str, lookback: int, horizon: int, options: Mapping[str,
     family = model.partition("_")[0]
     name = f"{family}_{getattr(config, registry.FAMILIES[family][2])}"
     return {"name": name, **dataclasses.asdict(config)}
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready copy: tuples to lists, timestamps to strings."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (pd.Timestamp, Path)):
-        return str(value)
-    return value
 
 
 def _describe_input(data: Any, options: Mapping[str, Any]) -> tuple[str, dict]:

@@ -24,6 +24,7 @@ import torch
 
 from damcha_ts.errors import ChecksumError, ConfigError, DatasetNotFoundError
 from damcha_ts.files import write_atomically
+from damcha_ts.training.config import plain_values
 
 FORMAT = "damcha_ts.forecaster"
 FORMAT_VERSION = 1
@@ -144,15 +145,7 @@ def model_config_dict(model: torch.nn.Module) -> dict:
     if name is None:
         raise ConfigError(f"{type(model).__name__} does not say which model name it is")
     config["name"] = name
-    return _json_ready(config)
-
-
-def _json_ready(value):
-    if isinstance(value, dict):
-        return {k: _json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_ready(v) for v in value]
-    return value
+    return plain_values(config)
 
 
 @dataclass

@@ -26,7 +26,7 @@ import re
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from damcha_ts.errors import ConfigError
@@ -364,7 +364,7 @@ def _validate(config: dict) -> dict:
     # A bare family name ("itransformer") plus explicit attention keys resolves to the full name.
     family = str(name).partition("_")[0]
     switch = registry.FAMILIES[family][2]
-    config["model"] = {"name": f"{family}_{getattr(model_config, switch)}", **_plain(dataclasses.asdict(model_config))}
+    config["model"] = {"name": f"{family}_{getattr(model_config, switch)}", **plain_values(dataclasses.asdict(model_config))}
     config["training"] = dataclasses.asdict(TrainingConfig.from_dict(training))
     for section, key, default in LATE_FIELDS:
         if config[section][key] == default:
@@ -382,12 +382,15 @@ LATE_FIELDS = (
 )
 
 
-def _plain(value: Any) -> Any:
-    """Tuples to lists, recursively, so the config survives YAML and JSON unchanged."""
+def plain_values(value: Any) -> Any:
+    """A copy as plain YAML/JSON data, recursively: mappings to dicts, tuples to lists, paths and
+    timestamps to strings. Configs, saved metadata and search values compare equal after a round trip."""
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain_values(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain_values(v) for v in value]
+    if isinstance(value, PurePath) or type(value).__name__ == "Timestamp":  # pandas is not imported here
+        return str(value)
     return value
 
 

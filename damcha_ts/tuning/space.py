@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from damcha_ts.errors import ConfigError
+from damcha_ts.training.config import plain_values
 
 PARAM_TYPES = ("float", "int", "categorical")
 PRUNER_TYPES = ("median", "hyperband")
@@ -63,13 +64,6 @@ def set_path(config: dict, path: str, value: Any) -> None:
     for part in parents:
         node = node.setdefault(part, {})
     node[last] = value
-
-
-def _plain(value: Any) -> Any:
-    """Tuples become lists, so YAML/JSON values compare equal to config values."""
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -103,7 +97,7 @@ class ParamSpec:
     def is_active(self, config: Mapping) -> bool:
         for path, allowed in self.when:
             try:
-                current = _plain(get_path(config, path))
+                current = plain_values(get_path(config, path))
             except (KeyError, TypeError):
                 return False
             if current not in allowed:
@@ -191,10 +185,10 @@ class SearchSpec:
                 except ConfigError as exc:
                     raise ConfigError(f"{self.source}: space.{param.path}={value!r}: {exc}") from exc
                 try:
-                    kept = _plain(get_path(resolved, param.path))
+                    kept = plain_values(get_path(resolved, param.path))
                 except KeyError:
                     kept = None
-                if kept != _plain(value):
+                if kept != plain_values(value):
                     raise ConfigError(
                         f"{self.source}: space.{param.path}: the resolved config does not keep "
                         f"the value {value!r} (got {kept!r}), so searching it would change nothing"
@@ -254,7 +248,7 @@ def _parse_param(source: str, path: str, body: Any) -> ParamSpec:
         if len(str(condition_path).split(".")) != 2:
             raise ConfigError(f"{where}.when: {condition_path!r} must be section.key")
         allowed_values = allowed if isinstance(allowed, list) else [allowed]
-        when.append((str(condition_path), tuple(_plain(v) for v in allowed_values)))
+        when.append((str(condition_path), tuple(plain_values(v) for v in allowed_values)))
 
     if kind == "categorical":
         for key in ("low", "high", "log", "step"):
@@ -266,7 +260,7 @@ def _parse_param(source: str, path: str, body: Any) -> ParamSpec:
         for choice in choices:
             if isinstance(choice, Mapping):
                 raise ConfigError(f"{where}.choices: {choice!r}: a choice may be a scalar or a list")
-        plain = [_plain(c) for c in choices]
+        plain = [plain_values(c) for c in choices]
         if len({json.dumps(c) for c in plain}) != len(plain):
             raise ConfigError(f"{where}.choices has duplicates: {choices}")
         return ParamSpec(path=path, type=kind, choices=tuple(plain), when=tuple(when))
