@@ -280,7 +280,15 @@ def test_quantile_forecaster_predicts_monotone_named_quantiles(quantile_fitted, 
     backtest = quantile_fitted.backtest(frame, n_windows=2)
     assert list(backtest.columns)[-4:] == ["forecast", "forecast_q0.1", "forecast_q0.5", "forecast_q0.9"]
     assert (backtest["forecast_q0.1"] <= backtest["forecast_q0.9"]).all()
-    assert np.isfinite(quantile_fitted.evaluate()["mse"])  # scored on the median
+    # evaluate() scores the median: the same number from backtest forecasts over the test windows.
+    scores = quantile_fitted.evaluate()
+    n = scores["windows"]
+    test_rows = frame.iloc[-(n + 24 + 12 - 1):]  # lookback + windows + horizon - 1 rows end the frame
+    rolled = quantile_fitted.backtest(test_rows, n_windows=n, step=1)
+    scale = dict(zip(quantile_fitted.meta_.columns, quantile_fitted.meta_.scaler_scale))
+    z_error = (rolled["forecast_q0.5"] - rolled["value"]) / rolled["id"].map(scale)
+    assert scores["mse"] == pytest.approx(float((z_error**2).mean()), rel=1e-5)
+    assert (rolled["forecast"] == rolled["forecast_q0.5"]).all()
 
 
 def test_quantile_forecaster_save_load_is_identical(quantile_fitted, etth1, tmp_path):

@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     parser = add_command(subparsers, "predict", "forecast the steps after a history CSV with a saved model", __doc__)
     add_model_dir_argument(parser)
     parser.add_argument("--input", metavar="CSV", help="history CSV (default: continue the training data)")
-    parser.add_argument("--output", metavar="CSV", help="forecast CSV to write (default: print CSV to stdout)")
+    parser.add_argument("--output", metavar="CSV", help="forecast CSV to write (default: print the CSV on stdout; with --json, print it on stderr)")
     parser.add_argument("--time-col", help="name of the time column (default: date/time/timestamp/ds)")
     parser.add_argument("--id-col", help="series id column of a long CSV")
     parser.add_argument("--value-col", help="value column of a long CSV")
@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     wide = isinstance(forecast.index, pd.DatetimeIndex)
     if args.output:
         forecast.to_csv(args.output, index=wide)
-    elif not args.json:
-        forecast.to_csv(sys.stdout, index=wide)
+    else:  # stdout holds the one JSON object with --json, so the forecast goes to stderr then
+        forecast.to_csv(sys.stderr if args.json else sys.stdout, index=wide)
     if args.json:
         # A long forecast keeps the input's column order, so find its time column by type.
         times = forecast.index if wide else next(

@@ -1,7 +1,7 @@
 """``damcha-ts quickstart``: DAMCHA-iTransformer on ETTh1, horizon 96, the official config.
 
 Trains with the official iTransformer ETTh1 settings (configs/itransformer_damcha/etth1.yaml: L=96,
-d_model 256, 2 layers, batch 32, lr 1e-4 halved every epoch, at most 10 epochs, early stopping),
+d_model 256, 2 layers, batch 32, lr 1e-4 halved after every epoch from the second (TSLib type1), at most 10 epochs, early stopping),
 prints the test MSE/MAE next to the published iTransformer figure and writes a forecast plot.
 About 10 minutes on a 2-core CPU, far less on a GPU. ETTh1 is located (``$DAMCHA_TS_DATA``, the
 cache) or downloaded and checksum-verified first.

@@ -176,6 +176,10 @@ def test_attention_maps_match_the_forward_pass():
     assert [r.weights.shape for r in variate] == [(2, 2, 5, 5)] * 2
     assert temporal[0].head_metrics is None and variate[0].head_metrics.shape == (2, 2, 4, 4)
     torch.testing.assert_close(variate[1].weights.sum(-1), torch.ones(2, 2, 5))
+    # The pass that records the maps (explicit attention) forecasts what forward (SDPA) forecasts.
+    with torch.no_grad():
+        recorded, _ = model._forecast(x, None, need_weights=True)
+        torch.testing.assert_close(recorded, model(x), rtol=1e-5, atol=1e-6)
 
 
 def test_wrong_lookback_is_refused():

@@ -139,8 +139,13 @@ def test_run_directory_contents(trained):
     assert yaml.safe_load((out / "config.yaml").read_text()) == config
     assert {p.name for p in (out / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"}
     assert {p.name for p in (out / "model").iterdir()} == {"forecaster.json", "weights.pt", "history.npz"}
-    for key in ("n_params", "seconds_per_epoch", "data_wait_fraction", "wall_seconds", "config_hash"):
+    for key in ("seconds_per_epoch", "data_wait_fraction", "wall_seconds"):
         assert key in result
+    from damcha_ts.models import build_model, count_parameters
+    from damcha_ts.training import config_hash
+
+    assert result["config_hash"] == config_hash(config)
+    assert result["n_params"] == count_parameters(build_model(config["model"]))
     assert 0.0 <= result["data_wait_fraction"] < 1.0
     assert result["train_batches_per_epoch"] == TRAIN_BATCHES
 
