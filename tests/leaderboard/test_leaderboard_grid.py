@@ -60,3 +60,16 @@ def test_compare_with_names_known_models_and_reaches_the_report_cells(tmp_path):
     bad.write_text(ETT.read_text() + "compare_with: [itransformer_mah]\n")
     with pytest.raises(ConfigError, match="compare_with 'itransformer_mah'"):
         load_grid(bad)
+
+
+@pytest.mark.parametrize("path", sorted(ETT.parent.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_grid_resolves_every_cell(path, tmp_path):
+    """A grid is ready to run: each cell's config, overrides and all, loads and hashes."""
+    from damcha_ts.leaderboard.cells import resolve_cell
+
+    grid = load_grid(path)
+    resolved = [resolve_cell(cell, grid, tmp_path) for cell in grid.cells()]
+    neural = [r for r in resolved if not r.cell.is_naive]
+    assert neural and all(r.config_hash for r in neural)
+    # One distinct config per cell: no two labels of a grid silently train the same run.
+    assert len({r.config_hash for r in neural}) == len(neural)
