@@ -439,7 +439,8 @@ def build_report(
             expected_seeds[cell.model] = max(expected_seeds.get(cell.model, 0), len(seeds))
         labels = {*data.runs, *(c.model for c in cells)}
         main = [m for m in MAIN_MODELS if m in labels]
-        ablations = sorted(labels - set(MAIN_MODELS))
+        # Ablation rows get a column once they have a result; until then only the missing list names them.
+        ablations = sorted(set(data.runs) - set(MAIN_MODELS))
 
         lines += [f"## {dataset}", ""]
         commands = {c.command for c in cells if c.command}

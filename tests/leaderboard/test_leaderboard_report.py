@@ -143,6 +143,16 @@ def test_missing_cells_are_listed_and_never_filled(scenario):
     assert "Reproduce: `damcha-ts leaderboard --config configs/leaderboard/ett.yaml --only-dataset ETTh1`" in etth1
 
 
+def test_an_ablation_row_gets_a_column_once_it_has_a_result(scenario):
+    rows, expected, _ = scenario
+    planned = [ExpectedCell("ETTh1", label, 96, 2023, CURRENT, "cmd") for label in ("x_static", "x_lr1")]
+    ran = [_row("ETTh1", "x_static", 96, 2023, 0.3827, 0.40)]
+    etth1 = _section(build_report(rows + ran, results_name="leaderboard.csv", expected=expected + planned), "ETTh1")
+    header, body = _table(etth1.split("Ablation rows", 1)[1], "**MSE**")
+    assert "x_static" in header and "x_lr1" not in header and body["96"][header.index("x_static")].strip("*") == "0.383"
+    assert "- x_lr1: H=96 seed 2023" in etth1  # still named as missing
+
+
 def test_row_of_the_current_config_wins_over_a_later_stale_row(scenario):
     rows, expected, values = scenario
     report = build_report(rows, results_name="leaderboard.csv", expected=expected)
