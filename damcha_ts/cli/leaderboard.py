@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if budget is not None:
             budget = max(0, budget - len(summary.ran) - len(summary.failed))
     rows = read_results(results)
-    expected = [cell for g in _report_grids(grids, rows) for cell in expected_cells(g, runs_dir)]
+    expected = [cell for g in _report_grids(grids, rows) for cell in expected_cells(g, runs_dir, rows)]
     report = write_report(results, results.parent / REPORT_NAME, expected=expected,
                           results_name=_display(results, root), unavailable=_unavailable(expected))
 

@@ -112,6 +112,22 @@ def _run_naive(resolved: ResolvedCell) -> dict:
     return evaluate_naive(series, resolved.cell.naive_method, split="test")
 
 
+def checkpointed_epochs(run_dir: Path | None) -> int:
+    """How many epochs of an unfinished cell its ``last.ckpt`` holds (0: none, or unreadable); a rerun
+    of the grid continues after them."""
+    import torch
+
+    from damcha_ts.training.runner import CHECKPOINT_DIR
+
+    last = run_dir / CHECKPOINT_DIR / "last.ckpt" if run_dir is not None else None
+    if last is None or not last.is_file():
+        return 0
+    try:  # mmap: only the pickled structure is read, not the weights
+        return int(torch.load(last, map_location="cpu", weights_only=True, mmap=True)["epoch"]) + 1
+    except Exception:  # noqa: BLE001 - the rerun drops an unreadable file and starts afresh
+        return 0
+
+
 def _drop_unreadable_checkpoint(run_dir: Path) -> None:
     """A kill while Lightning writes ``last.ckpt`` can leave it truncated; resuming from it would fail
     forever, so such a file is removed and the cell starts afresh."""

@@ -71,6 +71,7 @@ class ExpectedCell:
     config_hash: str | None = None
     command: str = ""
     compare_with: tuple[str, ...] = ()  # rows drawn beside this one in the ablation figure (grid key)
+    checkpointed_epochs: int = 0  # an unfinished cell's epochs in its run folder (the rerun goes on from there)
 
 
 @dataclass
@@ -351,12 +352,16 @@ def _missing_lines(dataset: str, expected: Sequence[ExpectedCell], data: Dataset
         row = data.runs.get(cell.model, {}).get(cell.horizon, {}).get(cell.seed) if data else None
         where = f"H={cell.horizon} seed {cell.seed}"
         if row is None:
+            if cell.checkpointed_epochs:
+                n = cell.checkpointed_epochs
+                where += f" (in progress: {n} epoch{'' if n == 1 else 's'} checkpointed)"
             missing.setdefault(cell.model, []).append(where)
         elif cell.config_hash is not None and row["config_hash"] != cell.config_hash:
             outdated.setdefault(cell.model, []).append(where)
     lines = []
     if missing:
-        lines.append("Missing cells (not run yet; the tables say `missing` or count fewer seeds):")
+        lines.append("Missing cells (no result yet; the tables say `missing` or count fewer seeds; a cell in "
+                     "progress goes on from its last checkpoint when the grid's command runs again):")
         lines += [f"- {model}: {', '.join(cells)}" for model, cells in missing.items()]
     if outdated:
         lines.append("Outdated cells (shown from a row whose config hash differs from the grid's current "

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from damcha_ts.errors import ChecksumError, DatasetNotFoundError
-from damcha_ts.leaderboard.cells import SAMPLE_FILE, ResolvedCell, resolve_cell, run_cell
+from damcha_ts.leaderboard.cells import SAMPLE_FILE, ResolvedCell, checkpointed_epochs, resolve_cell, run_cell
 from damcha_ts.leaderboard.grid import LeaderboardGrid
 from damcha_ts.leaderboard.curves import load_curves, read_run_curves, record_curves
 from damcha_ts.leaderboard.results import append_result, cell_key, read_results, sample_path
@@ -92,15 +92,18 @@ def missing_dataset_message(dataset: str, error: Exception, n_cells: int) -> Mis
     return MissingDataset(dataset, spec.filename, spec.sha256, n_cells, message)
 
 
-def expected_cells(grid: LeaderboardGrid, runs_dir: str | Path) -> list:
-    """Every cell of the grid with its current config hash, for the report's missing notes."""
+def expected_cells(grid: LeaderboardGrid, runs_dir: str | Path, rows: Sequence[dict] = ()) -> list:
+    """Every cell of the grid with its current config hash, for the report's missing notes; cells
+    without a row in ``rows`` also say how many epochs their run folder has checkpointed."""
     from damcha_ts.leaderboard.report import ExpectedCell
 
+    finished = {cell_key(row) for row in rows}
     cells = []
     for cell in grid.cells():
         resolved = resolve_cell(cell, grid, Path(runs_dir))
+        done = 0 if resolved.key in finished else checkpointed_epochs(resolved.run_dir)
         cells.append(ExpectedCell(cell.dataset, cell.model, cell.horizon, cell.seed, resolved.config_hash,
-                                  grid.command(cell.dataset), grid.compare_with))
+                                  grid.command(cell.dataset), grid.compare_with, done))
     return cells
 
 

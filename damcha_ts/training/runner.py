@@ -68,15 +68,17 @@ def build_trainer(
     accelerator = kwargs.get("accelerator", training.accelerator)
     all_callbacks = [
         EarlyStopping(monitor="val_loss", mode="min", patience=training.patience),
-        ModelCheckpoint(
+        ModelCheckpoint(  # first, so that it is trainer.checkpoint_callback
             dirpath=out_dir / CHECKPOINT_DIR,
             filename="best",
             monitor="val_loss",
             mode="min",
             save_top_k=1,
-            save_last=True,
             enable_version_counter=False,
         ),
+        # last.ckpt after every epoch. Lightning's save_last=True writes it only in epochs that also
+        # write a best checkpoint, so a resume would redo every epoch since the best one.
+        ModelCheckpoint(dirpath=out_dir / CHECKPOINT_DIR, filename="last", save_top_k=1, enable_version_counter=False),
         LearningRateMonitor(logging_interval="epoch"),
         EpochTimer(),
         *callbacks,

@@ -166,6 +166,10 @@ def test_sigkill_mid_cell_loses_only_that_cell(tmp_path):
 
     rows = read_results(results)  # still a valid leaderboard CSV: the naive row, not the killed cell
     assert [row["model"] for row in rows] == ["window_mean"]
+    report = subprocess.run([*command, "--report-only"], env=env, capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert ("- itransformer_mha: H=96 seed 7 (in progress: 1 epoch checkpointed)"
+            in (tmp_path / "LEADERBOARD.md").read_text())
 
     rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]

@@ -26,6 +26,16 @@ class InterruptInSecondEpoch(L.Callback):
             raise Interrupted()
 
 
+class SpoilAfterFirstEpoch(L.Callback):
+    """Shifts every weight before each validation but the first, so no later epoch improves val_loss."""
+
+    def on_validation_epoch_start(self, trainer, pl_module):
+        if trainer.current_epoch >= 1:
+            with torch.no_grad():
+                for parameter in pl_module.parameters():
+                    parameter.add_(1.0)
+
+
 @pytest.fixture(scope="module")
 def config(tiny_config):
     # Dropout stays on (0.1) so that the global RNG matters, and patience is high so all 3 epochs run.
@@ -76,6 +86,16 @@ def test_resume_after_interruption_matches_the_uninterrupted_run(config, referen
     assert read_run_curves(tmp_path) == read_run_curves(out)
     assert read_run_curves(out)["epochs"] == [1, 2, 3]
     assert not (tmp_path / "logs" / "metrics_before_resume.csv").exists()
+
+
+def test_last_checkpoint_moves_on_in_epochs_that_do_not_improve(config, tmp_path, quiet):
+    # Else a resume would go back to the best epoch and redo the epochs after it.
+    result = run_experiment(config, tmp_path, progress=False,
+                            trainer_kwargs={**BUDGET, **quiet, "callbacks": [SpoilAfterFirstEpoch()]})
+    assert result["best_epoch"] == 0 and result["epochs_run"] == 3
+    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert (last["epoch"], last["global_step"]) == (2, 3 * BUDGET["limit_train_batches"])
+    assert torch.load(tmp_path / "checkpoints" / "best.ckpt", weights_only=True)["epoch"] == 0
 
 
 def test_resume_refuses_a_different_config(config, reference, tmp_path, quiet):
