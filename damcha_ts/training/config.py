@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 import difflib
 import hashlib
 import inspect
@@ -389,7 +390,7 @@ def plain_values(value: Any) -> Any:
         return {k: plain_values(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain_values(v) for v in value]
-    if isinstance(value, PurePath) or type(value).__name__ == "Timestamp":  # pandas is not imported here
+    if isinstance(value, (PurePath, datetime.date)):  # pd.Timestamp is a datetime.datetime
         return str(value)
     return value
 

@@ -180,3 +180,16 @@ def test_bad_files(tmp_path):
         load_run_config("itransformer_mha/etth1", horizon=0)
     with pytest.raises(ConfigError, match="disagrees"):
         load_run_config("itransformer_mha/etth1", overrides=["model.seq_len=48"])
+
+
+def test_plain_values_round_trip_through_yaml_unchanged():
+    import datetime
+
+    import yaml
+
+    from damcha_ts.training.config import plain_values
+
+    value = {"a": (1, [Path("x/y"), pd.Timestamp("2018-06-26 19:00")]), "b": {"c": datetime.date(2020, 1, 2)}}
+    plain = plain_values(value)
+    assert plain == {"a": [1, ["x/y", "2018-06-26 19:00:00"]], "b": {"c": "2020-01-02"}}
+    assert yaml.safe_load(yaml.safe_dump(plain)) == plain
