@@ -132,6 +132,13 @@ class ForecastModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._pending_sampler_state = checkpoint.get("train_sampler_state")
 
+    def on_train_start(self) -> None:
+        # Lightning restores EarlyStopping's counters but not trainer.should_stop, so a run resumed
+        # from the checkpoint of the epoch that stopped it would train on.
+        stopper = self.trainer.early_stopping_callback
+        if stopper is not None and stopper.wait_count >= stopper.patience:
+            self.trainer.should_stop = True
+
     def on_train_epoch_start(self) -> None:
         state, self._pending_sampler_state = getattr(self, "_pending_sampler_state", None), None
         generator = _train_generator(self.trainer)

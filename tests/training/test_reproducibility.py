@@ -98,6 +98,18 @@ def test_last_checkpoint_moves_on_in_epochs_that_do_not_improve(config, tmp_path
     assert torch.load(tmp_path / "checkpoints" / "best.ckpt", weights_only=True)["epoch"] == 0
 
 
+def test_resuming_a_run_that_stopped_early_trains_no_further(config, tmp_path, quiet):
+    # As when a cell is killed after training but before its result was written.
+    from damcha_ts.training import load_run_config
+
+    patient = load_run_config(config, overrides=["training.patience=1", "training.max_epochs=6"])
+    kwargs = {**BUDGET, **quiet, "callbacks": [SpoilAfterFirstEpoch()]}
+    first = run_experiment(patient, tmp_path, progress=False, trainer_kwargs=kwargs)
+    assert (first["best_epoch"], first["epochs_run"]) == (0, 2)
+    again = run_experiment(patient, tmp_path, resume=True, progress=False, trainer_kwargs=kwargs)
+    assert {k: again[k] for k in KEYS} == {k: first[k] for k in KEYS}
+
+
 def test_resume_refuses_a_different_config(config, reference, tmp_path, quiet):
     from damcha_ts.training import load_run_config
 
