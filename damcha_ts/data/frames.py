@@ -256,10 +256,11 @@ def _from_array(array: np.ndarray, *, freq, start, columns, fill) -> pd.DataFram
     names = [str(i) for i in range(array.shape[1])] if columns is None else [str(c) for c in columns]
     if len(names) != array.shape[1]:
         raise ConfigError(f"columns: {len(names)} names given for an array with {array.shape[1]} columns")
+    check_freq(freq, "freq")
     try:
         index = pd.date_range(start=start, periods=array.shape[0], freq=freq, name="date")
     except ValueError as exc:
-        raise ConfigError(f"freq={freq!r} / start={start!r}: {exc}") from exc
+        raise ConfigError(f"start={start!r}: {exc}") from exc
     frame = pd.DataFrame(array, index=index, columns=names)
     return _finish(frame, _Place("array"), spec=None, source="array", freq=freq, fill=fill)
 
@@ -297,6 +298,8 @@ def _finish(
         freq = spec.freq
     elif freq is None:
         freq = _inferred_freq(index, place)
+    else:
+        check_freq(freq, "freq")
     result = pd.DataFrame(values, index=index, columns=names)
     name = spec.name if spec is not None else (Path(source).name.split(".")[0] if source not in ("DataFrame", "array") else source)
     result.attrs[ATTRS_KEY] = {
@@ -364,6 +367,14 @@ def _irregularity(index: pd.DatetimeIndex, place: _Place) -> str | None:
 def _modal_step(steps: np.ndarray) -> int:
     values, counts = np.unique(steps, return_counts=True)
     return int(values[np.argmax(counts)])
+
+
+def check_freq(freq: str, argument: str) -> None:
+    """A ConfigError naming ``argument`` unless ``freq`` is a pandas frequency string ("h", "15min")."""
+    try:
+        pd.tseries.frequencies.to_offset(freq)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{argument}={freq!r} is not a pandas frequency string (e.g. 'h', '15min', 'D'): {exc}") from exc
 
 
 def _inferred_freq(index: pd.DatetimeIndex, place: _Place) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from damcha_ts.data.frames import Source, frame_info, load_frame
+from damcha_ts.data.frames import Source, check_freq, frame_info, load_frame
 from damcha_ts.data.registry import SPLIT_KINDS, get_spec
 from damcha_ts.errors import ConfigError, DataError
 
@@ -189,6 +189,7 @@ def time_features(timestamps: pd.DatetimeIndex, freq: str = "h") -> tuple[np.nda
         time_features_from_frequency_str,
     )
 
+    check_freq(freq, "time_features_freq")
     if pd.tseries.frequencies.to_offset(freq) == pd.tseries.frequencies.to_offset("h"):
         # Pinned explicitly: the benchmark numbers depend on exactly these four.
         functions = [hour_of_day, day_of_week, day_of_month, day_of_year]

@@ -370,6 +370,7 @@ def _validate(config: dict) -> dict:
     for section, key, default in LATE_FIELDS:
         if config[section][key] == default:
             del config[section][key]
+    config["data"] = plain_values(config["data"])  # a Path or tuple given in code must still save as YAML
     return config
 
 

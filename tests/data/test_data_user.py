@@ -188,3 +188,14 @@ def test_array_needs_a_frequency():
         load_frame(np.zeros((10, 2)))
     with pytest.raises(ConfigError, match="2 names given for an array with 3 columns"):
         load_frame(np.zeros((10, 3)), freq="h", columns=["a", "b"])
+
+
+def test_a_bad_frequency_string_names_its_argument():
+    stamps = pd.date_range("2018-01-01", periods=40, freq="h")
+    frame = pd.DataFrame({"OT": np.arange(40.0)}, index=stamps)
+    with pytest.raises(ConfigError, match=r"freq='hourly' is not a pandas frequency string"):
+        load_frame(frame, freq="hourly")
+    with pytest.raises(ConfigError, match=r"freq='hourly' is not a pandas frequency string"):
+        load_frame(np.zeros((10, 2)), freq="hourly")
+    with pytest.raises(ConfigError, match=r"time_features_freq='bogus' is not a pandas frequency string"):
+        prepare(frame, seq_len=4, pred_len=2, time_features_freq="bogus")

@@ -193,3 +193,14 @@ def test_plain_values_round_trip_through_yaml_unchanged():
     plain = plain_values(value)
     assert plain == {"a": [1, ["x/y", "2018-06-26 19:00:00"]], "b": {"c": "2020-01-02"}}
     assert yaml.safe_load(yaml.safe_dump(plain)) == plain
+
+
+def test_paths_and_tuples_given_in_code_resolve_to_yaml_data(data_root):
+    import yaml
+
+    path = next(Path(data_root).glob("ETTh1.csv*"))
+    split = {"train": (0, 8640), "val": (8640, 11520), "test": (11520, 14400)}
+    config = load_run_config({"extends": "itransformer_mha/etth1", "data": {"dataset": path, "split": split}})
+    assert config["data"]["dataset"] == str(path) and config["data"]["split"]["train"] == [0, 8640]
+    assert yaml.safe_load(yaml.safe_dump(config)) == config
+    assert load_run_config(config) == config
