@@ -69,12 +69,22 @@ def log(message: str) -> None:
     print(f"[tune] {message}", file=sys.stderr, flush=True)
 
 
-def worker_seed(base_seed: int, launch: int, index: int) -> int:
-    """A sampler seed per (launch, worker): workers of one launch, and a resumed launch, must not
-    replay the same random start-up samples, yet a rerun of the same history is reproducible."""
+def worker_seed(base_seed: int, launch_token: int, index: int) -> int:
+    """A sampler seed per (launch, worker): the workers of one launch, a resumed launch, and launches
+    started at the same moment on other machines (each sees the same trial count) must not replay
+    the same random start-up samples. ``launch_token`` is drawn at random per launch and recorded
+    in the study's invocation history, so every trial's sampler seed can be traced."""
     import numpy as np
 
-    return int(np.random.SeedSequence([base_seed, launch, index]).generate_state(1)[0])
+    return int(np.random.SeedSequence([base_seed, launch_token, index]).generate_state(1)[0])
+
+
+def new_launch_token() -> int:
+    """Random, not derived from the trial count: machines joining a shared study together see the
+    same count, so a count-based seed would make them propose the same trials."""
+    import secrets
+
+    return secrets.randbits(63)
 
 
 def _hash(data: Any) -> str:
@@ -161,7 +171,7 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
     study = optuna.load_study(
         study_name=spec["study_name"],
         storage=storage,
-        sampler=search.make_sampler(worker_seed(search.sampler_seed, spec["launch"], index)),
+        sampler=search.make_sampler(worker_seed(search.sampler_seed, spec["launch_token"], index)),
         pruner=search.make_pruner(),
     )
     from damcha_ts.tuning.objective import BaseConfig, TrialObjective
@@ -197,7 +207,10 @@ def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
     folder.mkdir(parents=True, exist_ok=True)
     tag = f"{spec['launch']:05d}_{os.getpid()}"
     spec_path = folder / f"spec_{tag}.json"
-    spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
+    # Owner-only: the storage URL in it may hold a database password.
+    descriptor = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(spec, handle, indent=1)
     env = dict(os.environ)
     # Each worker trains on its part of the cores instead of all of them fighting for every core.
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
@@ -376,6 +389,7 @@ def run_study(
         "search_source": spec.source,
         "trainer_kwargs": jsonable(trainer_kwargs or {}),
         "launch": launch,
+        "launch_token": new_launch_token(),
         "n_trials": n_trials,
         "claims": str(out_dir / WORKERS_DIR / f"claims_{launch:05d}_{os.getpid()}.json"),
     }
@@ -384,7 +398,8 @@ def run_study(
     if command:  # the study's own history: a resumed study's report lists every command that fed it
         history = list(study.user_attrs.get(INVOCATIONS_ATTR, []))
         history.append({"command": command, "trials_before": launch, "n_trials": n_trials,
-                        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+                        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                        "launch_token": worker_spec["launch_token"], "workers": workers})
         study.set_user_attr(INVOCATIONS_ATTR, history)
     started = time.perf_counter()
     exit_codes: list[int] = []
@@ -420,7 +435,8 @@ def run_study(
     return result
 
 
-INVOCATIONS_ATTR = "invocations"  # study user attribute: [{"command", "trials_before", "n_trials", "started"}]
+# Study user attribute: [{"command", "trials_before", "n_trials", "started", "launch_token", "workers"}].
+INVOCATIONS_ATTR = "invocations"
 
 
 def summarize(study, search: SearchSpec, url: str, out_dir: Path) -> StudyResult:

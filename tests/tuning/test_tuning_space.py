@@ -12,7 +12,7 @@ import yaml
 from damcha_ts.errors import ConfigError
 from damcha_ts.tuning import load_search_spec, parse_search_spec, resolve_storage_url
 from damcha_ts.tuning.space import as_overrides, set_path
-from damcha_ts.tuning.study import worker_seed
+from damcha_ts.tuning.study import new_launch_token, worker_seed
 
 REPO = Path(__file__).resolve().parents[2]
 SEARCH_DIR = REPO / "configs" / "search"
@@ -212,6 +212,13 @@ def test_storage_urls(tmp_path, monkeypatch):
 
 
 def test_worker_seeds_differ_per_launch_and_worker():
-    seeds = {worker_seed(0, launch, index) for launch in (0, 6) for index in range(3)}
+    seeds = {worker_seed(0, token, index) for token in (0, 6) for index in range(3)}
     assert len(seeds) == 6
-    assert worker_seed(0, 6, 1) == worker_seed(0, 6, 1)
+    assert worker_seed(0, 6, 1) == worker_seed(0, 6, 1)  # traceable from the recorded token
+
+
+def test_launches_that_start_together_get_different_seeds():
+    # Machines joining one study at the same moment all see the same trial count.
+    tokens = {new_launch_token() for _ in range(20)}
+    assert len(tokens) == 20
+    assert len({worker_seed(0, token, 0) for token in tokens}) == 20

@@ -145,6 +145,10 @@ def test_pruned_trials_end_pruned_and_a_rerun_resumes(study_files, tmp_path, cap
     assert "Invocations of this study (oldest first):" in report
     assert "--n-trials 2" in report and "3 trials before, 2 added" in report
     assert "--n-trials 0" in report and "5 trials before, 0 added" in report
+    # Each launch drew its own sampler token and recorded it (see worker_seed).
+    invocations = optuna.load_study(study_name="prune", storage=url).user_attrs["invocations"]
+    tokens = [item["launch_token"] for item in invocations]
+    assert len(tokens) == 2 and len(set(tokens)) == 2 and all(isinstance(t, int) for t in tokens)
 
 
 def test_exported_best_config_reproduces_the_best_validation_mse(study_files, tmp_path):
@@ -200,6 +204,9 @@ def test_two_worker_processes_complete_exactly_n_trials_together(study_files, tm
     assert sum(per_worker.values()) == 4
     assert not any(label.endswith(f":{os.getpid()}") for label in per_worker)
     assert not list((tmp_path / "out" / "workers").glob("claims_*.json"))  # the launch's budget is gone
+    # The workers' spec holds the storage URL (a database password, for PostgreSQL): owner-only.
+    (spec,) = (tmp_path / "out" / "workers").glob("spec_*.json")
+    assert spec.stat().st_mode & 0o777 == 0o600
 
 
 def _claim_all(path, granted):
