@@ -32,6 +32,9 @@ from damcha_ts.training.config import plain_values
 _INPUT_OPTIONS = (
     "id_col", "time_col", "value_col", "layout", "freq", "start", "columns", "date_format", "fill", "allow_irregular",
 )
+# The subset that says how a file or frame is laid out; given at fit time, they are saved so that
+# predict / evaluate / backtest read the same CSV again without repeating them.
+_READ_OPTIONS = ("id_col", "time_col", "value_col", "layout", "date_format")
 # prepare options that define the data setting of a model, saved with it (JSON-ready).
 _SETTING_OPTIONS = ("features", "target", "time_features_freq", "split", "fill", "allow_irregular", "path")
 
@@ -186,7 +189,9 @@ class Forecaster:
         input_options["input_columns"] = _input_columns(data, options, series)
         self.data_config = {k: plain_values(v) for k, v in options.items() if k in _SETTING_OPTIONS}
         if isinstance(data, (str, Path)):
-            self.data_config["dataset"] = str(data)
+            # An absolute path, so that evaluate() and a loaded model find the file from any folder.
+            file = Path(data).expanduser()
+            self.data_config["dataset"] = str(file.resolve()) if file.is_file() else str(data)
         self.meta_ = SeriesMeta.from_series(
             series, data_config=self.data_config, input_kind=kind, input_options=plain_values(input_options)
         )
@@ -211,6 +216,15 @@ class Forecaster:
             options.setdefault("time_features_freq", None)
         options.update(data_options)
         return options
+
+    def _saved_read_options(self, data: Any) -> dict:
+        """How the fit input's file or frame was laid out (time_col, date_format, ...), for reading
+        ``data`` the same way; nothing for arrays and benchmark names."""
+        from damcha_ts.data.registry import is_benchmark_name
+
+        if isinstance(data, np.ndarray) or (isinstance(data, str) and is_benchmark_name(data) and not Path(data).is_file()):
+            return {}
+        return {k: v for k, v in self.meta_.input_options.items() if k in _READ_OPTIONS}
 
     # ------------------------------------------------------------------ forecasting
     def predict(self, data: Any = None, **data_options: Any):
@@ -377,7 +391,7 @@ class Forecaster:
                 data = self.data_config.get("dataset")
                 if data is None:
                     raise ConfigError("evaluate() needs data: this model was fitted on in-memory data")
-            options = self._prepare_options(data, data_options)
+            options = {**self._saved_read_options(data), **self._prepare_options(data, data_options)}
             if borders is not None:
                 options["split"] = borders
             series = prepare(data, seq_len=self.lookback, pred_len=self.horizon, **options)
@@ -590,8 +604,11 @@ def _describe_input(data: Any, options: Mapping[str, Any]) -> tuple[str, dict]:
         if layout == "long" or (layout == "auto" and set(columns) == {id_col, time_col, value_col}):
             order = [c for c in columns if c in (id_col, time_col, value_col)]
             return "long", {"layout": "long", "id_col": id_col, "time_col": time_col, "value_col": value_col, "order": order}
-        return "wide", {"time_col": time_col} if time_col and not isinstance(data.index, pd.DatetimeIndex) else {}
-    return "wide", {}
+        wide = {"time_col": time_col} if time_col and not isinstance(data.index, pd.DatetimeIndex) else {}
+        return "wide", {**wide, **({"date_format": options["date_format"]} if options.get("date_format") else {})}
+    # A CSV path: what the caller said about its layout (what it did not say is detected again).
+    given = {k: options[k] for k in _READ_OPTIONS if options.get(k) not in (None, "auto")}
+    return ("long" if given.get("layout") == "long" else "wide"), given
 
 
 def _input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:

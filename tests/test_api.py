@@ -325,3 +325,24 @@ def test_default_root_dir_gets_a_run_folder_and_keeps_the_users_files(etth1, tmp
     assert (tmp_path / "logs" / "mine.txt").read_text() == "keep me"
     assert fitted.run_dir_.parent == tmp_path and (fitted.run_dir_ / "checkpoints" / "best.ckpt").is_file()
     assert (fitted.run_dir_ / "logs" / "metrics.csv").is_file()
+
+
+def test_a_csv_fitted_with_read_options_is_read_the_same_way_later(etth1, tmp_path, monkeypatch):
+    """time_col and date_format given to fit() hold for predict/evaluate on the file, also after a
+    save/load, and the saved path is absolute, so another working folder finds the file."""
+    frame = etth1.iloc[:800].rename_axis("when").reset_index()
+    frame["when"] = frame["when"].dt.strftime("%d/%m/%Y %H:%M")
+    (tmp_path / "data").mkdir()
+    frame.to_csv(tmp_path / "data" / "series.csv", index=False)
+    monkeypatch.chdir(tmp_path / "data")
+    fitted = tiny().fit("series.csv", time_col="when", date_format="%d/%m/%Y %H:%M")
+    expected = fitted.predict()
+    pd.testing.assert_frame_equal(fitted.predict("series.csv"), expected)
+    scores = fitted.evaluate()
+    assert fitted.evaluate("series.csv") == scores
+    fitted.save(tmp_path / "model")
+
+    monkeypatch.chdir(tmp_path)
+    loaded = Forecaster.load(tmp_path / "model")
+    assert loaded.evaluate() == scores
+    pd.testing.assert_frame_equal(loaded.predict(tmp_path / "data" / "series.csv"), expected)

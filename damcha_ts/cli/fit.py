@@ -87,7 +87,8 @@ def default_config(data: str, model: str) -> dict:
     family = model.partition("_")[0]
     config = {
         "extends": str(CONFIG_ROOT / "_base" / f"{family}.yaml"),
-        "data": {"dataset": data},
+        # A file by its absolute path: the saved model and config then work from any folder.
+        "data": {"dataset": str(Path(data).expanduser().resolve()) if Path(data).expanduser().is_file() else data},
         "model": {"name": model},
     }
     if not is_benchmark_name(data):
@@ -138,7 +139,13 @@ def run(args: argparse.Namespace) -> int:
         f"MAE {result['mae']:.4f} over {result['test_windows']} windows "
         f"(original scale: MSE {result['mse_inverse']:.4f}  MAE {result['mae_inverse']:.4f})\n"
         f"best epoch {result['best_epoch'] + 1} of {result['epochs_run']}, val loss {result['best_val_loss']:.4f}, "
-        f"{result['seconds_per_epoch']:.1f} s/epoch, {result['n_params']:,} parameters\n"
+        f"{_seconds_per_epoch(result)}, {result['n_params']:,} parameters\n"
         f"written to {out_dir}"
     )
     return 0
+
+
+def _seconds_per_epoch(result: dict) -> str:
+    """A resumed run that had already finished trains no epoch, so it has no timing."""
+    seconds = result.get("seconds_per_epoch")
+    return "no epoch trained by this call" if seconds is None else f"{seconds:.1f} s/epoch"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -29,17 +30,6 @@ def register(subparsers) -> None:
     parser.add_argument("--fill", choices=("ffill", "interpolate", "zero"), help="how to fill NaNs in the history")
     add_json_flag(parser, "a JSON summary")
     parser.set_defaults(func=run)
-
-
-def read_history(path: str) -> pd.DataFrame:
-    from damcha_ts.errors import DataError, DatasetNotFoundError
-
-    try:
-        return pd.read_csv(path)
-    except FileNotFoundError as exc:
-        raise DatasetNotFoundError(f"--input {path}: no such file") from exc
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise DataError(f"--input {path}: cannot be read as CSV: {exc}") from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,12 +53,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.id_col or args.value_col:
             options["layout"] = "long"
-        # Read as a frame so that the forecast comes back in the file's own layout.
-        forecast = forecaster.predict(read_history(args.input), **options)
+        from damcha_ts.data.frames import read_csv_frame
+
+        # Read as a frame so that the forecast comes back in the file's own layout; errors about
+        # it still name the file and line.
+        forecast = forecaster.predict(read_csv_frame(args.input), **options)
     # Wide forecasts are indexed by their timestamps; long ones carry a time column.
     wide = isinstance(forecast.index, pd.DatetimeIndex)
     if args.output:
-        forecast.to_csv(args.output, index=wide)
+        from damcha_ts.errors import ConfigError
+        from damcha_ts.files import write_atomically
+
+        if not Path(args.output).expanduser().parent.is_dir():
+            raise ConfigError(f"--output {args.output}: its folder does not exist")
+        write_atomically(Path(args.output).expanduser(), forecast.to_csv(index=wide))
     else:  # stdout holds the one JSON object with --json, so the forecast goes to stderr then
         forecast.to_csv(sys.stderr if args.json else sys.stdout, index=wide)
     if args.json:

@@ -83,7 +83,9 @@ def load_frame(
             # reported when it was loaded, so only the values are checked again.
             place = _Place("DataFrame")
             return _finish(source, place, spec=spec, source=frame_info(source)["source"], fill=fill, check_timestamps=False)
-        return _from_dataframe(source, "DataFrame", time_col, date_format, layout, id_col, value_col, **user_options)
+        origin = _csv_origin(source)
+        return _from_dataframe(source, origin or "DataFrame", time_col, date_format, layout, id_col, value_col,
+                               header_lines=1 if origin else None, **user_options)
     if isinstance(source, np.ndarray):
         return _from_array(source, freq=freq, start=start, columns=columns, fill=fill)
     if isinstance(source, (str, os.PathLike)):
@@ -145,13 +147,34 @@ def _from_benchmark(spec: DatasetSpec, path, download: bool, fill: str | None) -
     return _finish(values, place, spec=spec, source=str(file), fill=fill)
 
 
-def _from_csv(file: Path, time_col, date_format, layout, id_col, value_col, **options) -> pd.DataFrame:
+# DataFrame.attrs key: the CSV file a frame was read from by read_csv_frame (for error messages).
+CSV_ORIGIN_KEY = "damcha_ts_csv"
+
+
+def read_csv_frame(path: str | os.PathLike) -> pd.DataFrame:
+    """The CSV as a raw frame (its own layout, nothing parsed), remembering its file: ``load_frame``
+    errors about it then name the file and CSV line instead of ``DataFrame row i``."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise DatasetNotFoundError(f"no such file: {file}")
     try:
         raw = pd.read_csv(file)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise DataError(f"{file}: cannot be read as CSV: {exc}") from exc
+    raw.attrs[CSV_ORIGIN_KEY] = str(file)
+    return raw
+
+
+def _csv_origin(frame: pd.DataFrame) -> str | None:
+    """The file of a frame read_csv_frame returned, while its rows are still the file's rows."""
+    index = frame.index
+    whole = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+    return frame.attrs.get(CSV_ORIGIN_KEY) if whole else None
+
+
+def _from_csv(file: Path, time_col, date_format, layout, id_col, value_col, **options) -> pd.DataFrame:
     return _from_dataframe(
-        raw, str(file), time_col, date_format, layout, id_col, value_col, header_lines=1, **options
+        read_csv_frame(file), str(file), time_col, date_format, layout, id_col, value_col, header_lines=1, **options
     )
 
 

@@ -48,6 +48,21 @@ def test_fit_prints_one_json_object_and_writes_the_run(fitted_run):
     assert "seed: 2023" in config and "d_model: 16" in config and "batch_size: 32" in config
 
 
+def test_resuming_a_finished_run_trains_nothing_and_reports_the_same_scores(fitted_run, tmp_path, capsys):
+    import shutil
+
+    out, result = fitted_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    argv = ["fit", "--data", "ETTh1", "--model", "itransformer_damcha", "--horizon", "24", *TINY, *SHORT,
+            "--out", str(copy), "--resume", "--no-plot"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert f"test MSE {result['mse']:.4f}" in printed and "no epoch trained by this call" in printed
+    assert json.loads((copy / "metrics.json").read_text())["epochs_run"] == result["epochs_run"]
+
+
 def test_predict_writes_the_future_after_the_input(fitted_run, data_root, tmp_path, capsys):
     out, _ = fitted_run
     history = pd.read_csv(data_root / "ETTh1.csv.gz").iloc[3000:3200]
@@ -78,6 +93,24 @@ def test_predict_keeps_a_long_layout(fitted_run, data_root, tmp_path, capsys):
                                 "--value-col", "reading", "--output", str(tmp_path / "f2.csv"), "--json"])
     assert summary["columns"] == ["sensor", "reading", "date"]
     assert summary["first_timestamp"] == str(pd.Timestamp(history["date"].iloc[-1]) + pd.Timedelta(hours=1))
+
+
+def test_predict_errors_name_the_input_file_and_line_and_the_output_folder(fitted_run, data_root, tmp_path, capsys):
+    out, _ = fitted_run
+    history = pd.read_csv(data_root / "ETTh1.csv.gz").iloc[3000:3200]
+    history["HUFL"] = history["HUFL"].astype(object)
+    history.iloc[5, history.columns.get_loc("HUFL")] = "abc"
+    history.to_csv(tmp_path / "bad.csv", index=False)
+    capsys.readouterr()
+    assert main(["predict", "--model", str(out), "--input", str(tmp_path / "bad.csv")]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "bad.csv") in err and "line 7" in err and "'abc'" in err  # header is line 1
+
+    history.iloc[5, history.columns.get_loc("HUFL")] = 1.0
+    history.to_csv(tmp_path / "good.csv", index=False)
+    assert main(["predict", "--model", str(out), "--input", str(tmp_path / "good.csv"),
+                 "--output", str(tmp_path / "no" / "such" / "forecast.csv")]) == 2
+    assert "--output" in capsys.readouterr().err and not (tmp_path / "no").exists()
 
 
 def test_predict_without_input_names_what_a_numpy_model_needs(data_root, tmp_path, capsys):
@@ -127,3 +160,13 @@ def test_quickstart_reports_the_published_itransformer_figure(tmp_path, data_roo
     assert result["published_itransformer"] == {"mse": 0.386, "mae": 0.405}
     assert (result["model"], result["dataset"], result["horizon"]) == ("itransformer_damcha", "ETTh1", 96)
     assert Path(result["plot"]).is_file() and result["test_windows"] == 2785
+
+
+def test_a_csv_given_by_a_relative_path_is_recorded_by_its_absolute_path(tmp_path, monkeypatch):
+    from damcha_ts.cli.fit import default_config
+
+    (tmp_path / "series.csv").write_text("date,OT\n2020-01-01,1\n")
+    monkeypatch.chdir(tmp_path)
+    assert default_config("series.csv", "itransformer_mha")["data"]["dataset"] == str(tmp_path / "series.csv")
+    # Not a file here: a benchmark name stays a name.
+    assert default_config("ETTh1", "itransformer_mha")["extends"].endswith("itransformer_mha/etth1.yaml")
