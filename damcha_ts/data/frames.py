@@ -68,7 +68,10 @@ def load_frame(
 
     ``freq`` overrides the inferred sampling frequency for user data. NaN/inf values are an error
     naming the column and first row unless ``fill`` is one of ``"ffill"`` (forward, then backward
-    for a leading gap), ``"interpolate"`` (linear, edges held) or ``"zero"``.
+    for a leading gap), ``"interpolate"`` (linear, edges held) or ``"zero"``. Filling runs on the
+    whole series, before any split: ``"interpolate"`` reads the value after each gap, so a gap
+    across a train/validation border is filled partly from validation data; ``"ffill"`` and
+    ``"zero"`` never look ahead (except ``"ffill"`` for a gap at the very start).
     """
     if fill is not None and fill not in FILL_POLICIES:
         raise ConfigError(f"fill must be None or one of {FILL_POLICIES}, got {fill!r}")
