@@ -21,7 +21,7 @@ if __name__ == "__main__":
     )
     result = run_experiment(
         config, out, progress=False,
-        trainer_kwargs={"limit_train_batches": 4, "limit_val_batches": 3, "enable_model_summary": False, "log_every_n_steps": 1},
+        trainer_kwargs={"limit_train_batches": 4, "enable_model_summary": False, "log_every_n_steps": 1},
     )
     rank = int(os.environ.get("LOCAL_RANK", "0"))
     with open(os.path.join(out, f"rank{rank}.json"), "w") as handle:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 SCRIPT = Path(__file__).with_name("ddp_fit_script.py")
 
@@ -36,6 +37,11 @@ def test_two_process_ddp_fit_on_cpu(tmp_path, data_root):
     assert list(logged["epoch"]) == [0, 1]
     assert first["best_val_loss"] == logged["val_loss"].min()
     assert first["test_windows"] == 2857  # every test window, not a DistributedSampler shard
+    # val_loss is the MSE over every validation window once: 2857 windows do not split evenly over
+    # two ranks, and a padded DistributedSampler would count one of them twice.
+    from damcha_ts.api import Forecaster
+
+    assert Forecaster.load(out).evaluate(split="val")["mse"] == pytest.approx(first["best_val_loss"], rel=1e-6)
 
 
 def test_fit_command_under_ddp_speaks_once(tmp_path, data_root):
