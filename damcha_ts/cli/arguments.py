@@ -20,6 +20,28 @@ def add_model_dir_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, metavar="DIR", help="model directory (from damcha-ts fit --out DIR)")
 
 
+def add_csv_arguments(parser: argparse.ArgumentParser) -> None:
+    """How to read a user CSV (the ``load_frame`` options); collected by :func:`csv_options`."""
+    group = parser.add_argument_group("reading a CSV")
+    group.add_argument("--time-col", help="name of the time column (default: date/time/timestamp/datetime/ds)")
+    group.add_argument("--date-format", help="strptime format of the time column, e.g. %%d/%%m/%%Y %%H:%%M")
+    group.add_argument("--id-col", help="series id column of a long CSV")
+    group.add_argument("--value-col", help="value column of a long CSV")
+    group.add_argument("--fill", choices=("ffill", "interpolate", "zero"), help="how to fill NaN/inf values")
+    group.add_argument("--allow-irregular", action="store_true", help="keep duplicate or off-step timestamps")
+
+
+def csv_options(args: argparse.Namespace) -> dict:
+    """The ``add_csv_arguments`` flags that were given, as ``load_frame`` / ``prepare`` keywords."""
+    names = ("time_col", "date_format", "id_col", "value_col", "fill")
+    options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if args.id_col or args.value_col:
+        options["layout"] = "long"
+    if args.allow_irregular:
+        options["allow_irregular"] = True
+    return options
+
+
 def add_overrides_argument(parser, example: str = "training.max_epochs=3", scope: str = "") -> None:
     """``--set KEY=VALUE`` (repeatable), collected in ``args.overrides``."""
     parser.add_argument(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from damcha_ts.cli.arguments import add_json_flag
+from damcha_ts.cli.arguments import add_csv_arguments, add_json_flag, csv_options
 
 CLI_METHODS = {"repeat-last": "repeat_last", "window-mean": "window_mean"}
 
@@ -20,6 +20,7 @@ def register(subparsers) -> None:
     parser.add_argument("--method", required=True, choices=sorted(CLI_METHODS), help="naive forecast to score")
     parser.add_argument("--seq-len", type=int, default=96, help="lookback L (default 96)")
     parser.add_argument("--pred-len", type=int, required=True, help="horizon H")
+    add_csv_arguments(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from damcha_ts.baselines import evaluate_naive
     from damcha_ts.data import prepare
 
-    data = prepare(args.name, seq_len=args.seq_len, pred_len=args.pred_len)
+    data = prepare(args.name, seq_len=args.seq_len, pred_len=args.pred_len, **csv_options(args))
     scores = evaluate_naive(data, CLI_METHODS[args.method], split="test")
     scores.pop("method")  # reported under its command-line spelling
     result = {"dataset": data.name, "method": args.method, "seq_len": data.seq_len, "pred_len": data.pred_len, **scores}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from damcha_ts.cli.arguments import add_json_flag
+from damcha_ts.cli.arguments import add_csv_arguments, add_json_flag, csv_options
 
 
 def register(subparsers) -> None:
@@ -21,15 +21,16 @@ def register(subparsers) -> None:
     info.add_argument("name", metavar="NAME", help="benchmark name (ETTh1, Weather, ECL, ...) or CSV path")
     info.add_argument("--seq-len", type=int, default=96, help="lookback L (default 96)")
     info.add_argument("--pred-len", type=int, default=96, help="horizon H (default 96)")
+    add_csv_arguments(info)
     add_json_flag(info)
     info.set_defaults(func=run_info)
 
 
-def summary(name: str, seq_len: int, pred_len: int) -> dict:
-    """The facts ``data info`` prints, as a JSON-ready dict."""
+def summary(name: str, seq_len: int, pred_len: int, **read_options) -> dict:
+    """The facts ``data info`` prints, as a JSON-ready dict (``read_options``: how to read a CSV)."""
     from damcha_ts.data import checksum_status, describe, get_spec, prepare
 
-    data = prepare(name, seq_len=seq_len, pred_len=pred_len)
+    data = prepare(name, seq_len=seq_len, pred_len=pred_len, **read_options)
     result = describe(data)
     if data.dataset is not None:
         spec = get_spec(data.dataset)
@@ -42,7 +43,7 @@ def summary(name: str, seq_len: int, pred_len: int) -> dict:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    result = summary(args.name, args.seq_len, args.pred_len)
+    result = summary(args.name, args.seq_len, args.pred_len, **csv_options(args))
     if args.json:
         print(json.dumps(result))
         return 0

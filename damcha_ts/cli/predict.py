@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from damcha_ts.cli.arguments import add_command, add_json_flag, add_model_dir_argument
+from damcha_ts.cli.arguments import add_command, add_csv_arguments, add_json_flag, add_model_dir_argument, csv_options
 
 
 def register(subparsers) -> None:
@@ -24,10 +24,7 @@ def register(subparsers) -> None:
     add_model_dir_argument(parser)
     parser.add_argument("--input", metavar="CSV", help="history CSV (default: continue the training data)")
     parser.add_argument("--output", metavar="CSV", help="forecast CSV to write (default: print the CSV on stdout; with --json, print it on stderr)")
-    parser.add_argument("--time-col", help="name of the time column (default: date/time/timestamp/ds)")
-    parser.add_argument("--id-col", help="series id column of a long CSV")
-    parser.add_argument("--value-col", help="value column of a long CSV")
-    parser.add_argument("--fill", choices=("ffill", "interpolate", "zero"), help="how to fill NaNs in the history")
+    add_csv_arguments(parser)
     add_json_flag(parser, "a JSON summary")
     parser.set_defaults(func=run)
 
@@ -36,11 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from damcha_ts.api import Forecaster
 
     forecaster = Forecaster.load(args.model)
-    options = {
-        key: value
-        for key, value in (("time_col", args.time_col), ("id_col", args.id_col), ("value_col", args.value_col), ("fill", args.fill))
-        if value is not None
-    }
+    options = csv_options(args)
     if args.input is None:
         if forecaster.meta_.input_kind == "numpy":
             from damcha_ts.errors import DataError
@@ -51,8 +44,6 @@ def run(args: argparse.Namespace) -> int:
             )
         forecast = forecaster.predict()
     else:
-        if args.id_col or args.value_col:
-            options["layout"] = "long"
         from damcha_ts.data.frames import read_csv_frame
 
         # Read as a frame so that the forecast comes back in the file's own layout; errors about

@@ -213,7 +213,7 @@ def _find_time_column(raw: pd.DataFrame, time_col: str | None, place: _Place) ->
             return column
     raise DataError(
         f"{place.label}: no time column: expected a DatetimeIndex or a column named one of "
-        f"{TIME_COLUMN_NAMES}; columns are {list(raw.columns)}. Pass time_col=... to name it."
+        f"{TIME_COLUMN_NAMES}; columns are {list(raw.columns)}. Pass time_col=... (command line: --time-col) to name it."
     )
 
 
@@ -319,7 +319,7 @@ def _finish(
         elif allow_irregular:
             warnings.warn(f"{problem}; kept because allow_irregular=True", DataWarning, stacklevel=4)
         else:
-            raise DataError(f"{problem}. Fix the timestamps, resample, or pass allow_irregular=True to keep the rows as they are")
+            raise DataError(f"{problem}. Fix the timestamps, resample, or pass allow_irregular=True (command line: --allow-irregular) to keep the rows as they are")
     if spec is not None:
         freq = spec.freq
     elif freq is None:

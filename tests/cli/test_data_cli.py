@@ -70,3 +70,22 @@ def test_errors_exit_2_with_a_message_and_empty_stdout():
         main(["baseline", "ETTh1", "--method", "repeat-last"])
     with pytest.raises(SystemExit):
         main(["baseline", "ETTh1", "--method", "seasonal", "--pred-len", "96"])
+
+
+def test_csv_reading_flags_reach_the_loader(tmp_path, capsys):
+    import pandas as pd
+
+    frame = pd.read_csv(os.path.join(os.environ["DAMCHA_TS_DATA"], "ETTh1.csv.gz")).iloc[:2000]
+    frame = frame.rename(columns={"date": "when"})
+    frame["when"] = pd.to_datetime(frame["when"]).dt.strftime("%d/%m/%Y %H:%M")
+    path = tmp_path / "series.csv"
+    frame.to_csv(path, index=False)
+    capsys.readouterr()
+    assert main(["data", "info", str(path), "--json"]) == 2
+    assert "--time-col" in capsys.readouterr().err  # the hint names the flag that fixes it
+    flags = ["--time-col", "when", "--date-format", "%d/%m/%Y %H:%M"]
+    assert main(["data", "info", str(path), "--pred-len", "24", "--json", *flags]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["rows"] == 2000 and info["freq"] == "h"
+    assert main(["baseline", str(path), "--method", "repeat-last", "--pred-len", "24", "--json", *flags]) == 0
+    assert json.loads(capsys.readouterr().out)["windows"] == 400 - 24 + 1  # the last 20 % of the rows
