@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from damcha_ts.cli.arguments import add_command, add_csv_arguments, add_json_flag, add_model_dir_argument, csv_options
+from damcha_ts.cli.arguments import (
+    add_command,
+    add_csv_arguments,
+    add_json_flag,
+    add_model_dir_argument,
+    csv_options,
+)
 
 
 def register(subparsers) -> None:

@@ -18,7 +18,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from damcha_ts.data.registry import DataWarning, DatasetSpec, get_spec, is_benchmark_name
+from damcha_ts.data.registry import (
+    DatasetSpec,
+    DataWarning,
+    get_spec,
+    is_benchmark_name,
+)
 from damcha_ts.data.storage import locate_dataset
 from damcha_ts.errors import ConfigError, DataError, DatasetNotFoundError
 

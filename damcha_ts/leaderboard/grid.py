@@ -196,13 +196,26 @@ def _canonical_dataset(name: str, where: str) -> str:
         raise ConfigError(f"{where}: {exc}") from exc
 
 
+def _find_grid(name: str | Path) -> Path:
+    """A grid file from a path or a shipped name: ``ett`` or ``leaderboard/ett``."""
+    from damcha_ts.training.config import CONFIG_ROOT
+
+    path = Path(name)
+    if path.is_file():
+        return path.resolve()
+    stem = str(name).removeprefix("leaderboard/")
+    shipped = CONFIG_ROOT / "leaderboard" / f"{stem}.yaml"
+    if not str(name).endswith((".yaml", ".yml")) and shipped.is_file():
+        return shipped.resolve()
+    names = sorted(p.stem for p in (CONFIG_ROOT / "leaderboard").glob("*.yaml"))
+    raise ConfigError(f"leaderboard config {str(name)!r} is neither a file nor a shipped grid (shipped: {', '.join(names)})")
+
+
 def load_grid(path: str | Path) -> LeaderboardGrid:
     """Read and validate a grid file; dataset names are canonicalised through the data registry."""
     import yaml
 
-    path = Path(path).resolve()
-    if not path.is_file():
-        raise ConfigError(f"leaderboard config {path} does not exist")
+    path = _find_grid(path)
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")

@@ -19,7 +19,6 @@ file name, where to put it and its sha256; their cells are skipped, the rest of 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sys
 import threading
@@ -29,10 +28,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from damcha_ts.errors import ChecksumError, DatasetNotFoundError
-from damcha_ts.leaderboard.cells import SAMPLE_FILE, ResolvedCell, checkpointed_epochs, resolve_cell, run_cell
-from damcha_ts.leaderboard.grid import LeaderboardGrid
+from damcha_ts.files import write_atomically
+from damcha_ts.leaderboard.cells import (
+    SAMPLE_FILE,
+    ResolvedCell,
+    checkpointed_epochs,
+    resolve_cell,
+    run_cell,
+)
 from damcha_ts.leaderboard.curves import load_curves, read_run_curves, record_curves
-from damcha_ts.leaderboard.results import append_result, cell_key, read_results, sample_path
+from damcha_ts.leaderboard.grid import LeaderboardGrid
+from damcha_ts.leaderboard.results import (
+    append_result,
+    cell_key,
+    read_results,
+    sample_path,
+)
 
 
 @dataclass
@@ -119,7 +130,7 @@ def _keep_sample(resolved: ResolvedCell, grid: LeaderboardGrid, results_path: Pa
     if source.is_file():
         target = sample_path(results_path, cell.dataset, cell.model, cell.horizon)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+        write_atomically(target, source.read_bytes())  # a committed file: never half-written
 
 
 def _keep_curves(results_path: Path, finished: Sequence[tuple[dict, ResolvedCell]]) -> None:

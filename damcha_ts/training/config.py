@@ -33,7 +33,6 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 from damcha_ts.errors import ConfigError
 
 
-
 def _find_config_root() -> Path:
     """The checkout's ``configs/`` (editable installs, CI), else the copy a built wheel carries."""
     checkout = Path(__file__).resolve().parents[2] / "configs"
@@ -95,7 +94,7 @@ class TrainingConfig:
         if isinstance(self.quantiles, str) and self.quantiles.lower() in ("none", "null"):
             self.quantiles = None
         if self.quantiles is not None:
-            from damcha_ts.probabilistic import validate_quantiles  # imports torch: only when used
+            from damcha_ts.probabilistic import validate_quantiles  # imports torch: only now
 
             # Stored validated (sorted, unique, 0.5 added) as a plain list, so it survives YAML/JSON.
             self.quantiles = list(validate_quantiles(self.quantiles, argument="training.quantiles"))
@@ -183,11 +182,10 @@ def available_configs() -> list[str]:
     """Names of the shipped configs, e.g. ``"itransformer_damcha/etth1"``."""
     if not CONFIG_ROOT.is_dir():
         return []
-    return sorted(
-        str(path.relative_to(CONFIG_ROOT).with_suffix(""))
-        for path in CONFIG_ROOT.rglob("*.yaml")
-        if not path.relative_to(CONFIG_ROOT).parts[0].startswith("_")
-    )
+    names = (path.relative_to(CONFIG_ROOT) for path in CONFIG_ROOT.rglob("*.yaml"))
+    # Run configs only: not the shared bases (_base/), leaderboard grids or search spaces.
+    return sorted(str(name.with_suffix("")) for name in names
+                  if not name.parts[0].startswith("_") and name.parts[0] not in ("leaderboard", "search"))
 
 
 def find_config(name: str | Path) -> Path:

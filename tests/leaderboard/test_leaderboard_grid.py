@@ -73,3 +73,13 @@ def test_every_shipped_grid_resolves_every_cell(path, tmp_path):
     assert neural and all(r.config_hash for r in neural)
     # One distinct config per cell: no two labels of a grid silently train the same run.
     assert len({r.config_hash for r in neural}) == len(neural)
+
+
+def test_shipped_grids_load_by_name_and_are_not_run_configs():
+    from damcha_ts.errors import ConfigError
+    from damcha_ts.training import available_configs
+
+    assert load_grid("ett").path == load_grid("leaderboard/ett").path == load_grid(ETT).path
+    with pytest.raises(ConfigError, match=r"'etth'.*shipped: ablations.*ett"):
+        load_grid("etth")
+    assert not [name for name in available_configs() if name.startswith(("leaderboard/", "search/"))]
