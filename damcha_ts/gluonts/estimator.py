@@ -2,8 +2,10 @@
 
 One dataset entry is one multivariate series with a 2-D target (N variates, T steps). The pipeline:
 
-    SelectFields -> RequireMultivariateTarget -> AsNumpyArray(float32, 2-D) -> AddObservedValuesIndicator
+    SelectFields -> RequireMultivariateTarget -> AsNumpyArray(float32, 2-D)
+    -> AddObservedValuesIndicator (NaNs forward-filled per variate; the loss skips them)
     -> [AddTimeMarks, if the model reads marks] -> InstanceSplitter(past L, future H: [L, N] / [H, N])
+    -> FillContextPadding (a context shorter than L is padded flat, not with zeros)
 
 Scaling. The models normalise every window per variate themselves (instance normalisation) and
 de-normalise their output, so they would run on raw values. By default (``standardize=True``) the
@@ -43,7 +45,14 @@ from gluonts.transform import (
 
 from damcha_ts.errors import ConfigError, DataError
 from damcha_ts.gluonts.lightning_module import DAMCHALightningModule
-from damcha_ts.gluonts.transform import PAST_TIME_MARKS, TIME_MARKS, AddTimeMarks, RequireMultivariateTarget
+from damcha_ts.gluonts.transform import (
+    PAST_TIME_MARKS,
+    TIME_MARKS,
+    AddTimeMarks,
+    FillContextPadding,
+    ForwardFillImputation,
+    RequireMultivariateTarget,
+)
 from damcha_ts.models import MODEL_NAMES, make_config
 from damcha_ts.probabilistic import validate_quantiles
 
@@ -138,7 +147,11 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
             + RequireMultivariateTarget()
             # float32: PandasDataset keeps float64 columns, and the model's weights are float32.
             + AsNumpyArray(field=FieldName.TARGET, expected_ndim=2)
-            + AddObservedValuesIndicator(target_field=FieldName.TARGET, output_field=FieldName.OBSERVED_VALUES)
+            + AddObservedValuesIndicator(
+                target_field=FieldName.TARGET,
+                output_field=FieldName.OBSERVED_VALUES,
+                imputation_method=ForwardFillImputation(),
+            )
         )
 
     def create_lightning_module(self) -> DAMCHALightningModule:
@@ -220,9 +233,10 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
             future_length=self.prediction_length,
             time_series_fields=[FieldName.OBSERVED_VALUES] + ([TIME_MARKS] if self.uses_time_marks else []),
         )
+        windows = splitter + FillContextPadding(self.uses_time_marks, self.time_features_freq)
         if self.uses_time_marks:
-            return AddTimeMarks(time_features_freq=self.time_features_freq) + splitter
-        return splitter
+            return AddTimeMarks(time_features_freq=self.time_features_freq) + windows
+        return windows
 
 
 def target_statistics(dataset: Dataset) -> tuple[list[float], list[float]]:

@@ -10,6 +10,7 @@ from gluonts.core.component import validated
 from gluonts.dataset.common import DataEntry
 from gluonts.dataset.field_names import FieldName
 from gluonts.transform import MapTransformation
+from gluonts.transform.feature import MissingValueImputation
 
 from damcha_ts.data.protocol import time_features
 from damcha_ts.errors import DataError
@@ -35,6 +36,52 @@ class RequireMultivariateTarget(MapTransformation):
                 f"{target.shape}. Build one multivariate entry with PandasDataset(wide_df, target=list_of_columns), "
                 "or group univariate series with gluonts.dataset.multivariate_grouper.MultivariateGrouper."
             )
+        return data
+
+
+class ForwardFillImputation(MissingValueImputation):
+    """Each variate's missing values take its last observed value; a leading gap takes the first
+    observed one, a variate with no value at all 0. Works on [N, T] targets (GluonTS's own
+    LastValueImputation expects [T]). GluonTS's default writes 0 on the data's scale, an outlier
+    that would also spoil the model's per-window normalisation."""
+
+    @validated()
+    def __init__(self) -> None:
+        pass
+
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        by_time = pd.DataFrame(np.atleast_2d(values).T)  # [T, N]
+        filled = by_time.ffill().bfill().fillna(0.0).to_numpy().T
+        return filled.reshape(values.shape).astype(values.dtype, copy=False)
+
+
+class FillContextPadding(MapTransformation):
+    """A context shorter than the model's lookback is left-padded by the instance splitter with
+    zeros. The target's padded rows take the first real row's values instead (``past_is_pad`` marks
+    them), so padding looks like a flat history, not like a drop to 0; the time marks of those rows
+    are the calendar features of their (earlier) timestamps, as for any other row.
+
+    Args:
+        time_marks: whether entries carry ``past_time_marks`` (models that read marks).
+        time_features_freq: as for :class:`AddTimeMarks`.
+    """
+
+    @validated()
+    def __init__(self, time_marks: bool = True, time_features_freq: str | None = "h") -> None:
+        self.time_marks = time_marks
+        self.time_features_freq = time_features_freq
+
+    def map_transform(self, data: DataEntry, is_train: bool) -> DataEntry:
+        pad = np.asarray(data["past_" + FieldName.IS_PAD], dtype=bool)  # [L]; padding comes first
+        if not pad.any() or pad.all():
+            return data
+        target = np.array(data["past_target"])  # [L, N]
+        target[pad] = target[int(np.argmin(pad))]
+        data["past_target"] = target
+        if self.time_marks:
+            first: pd.Period = data[FieldName.FORECAST_START] - len(pad)
+            marks = series_time_marks(first, len(pad), self.time_features_freq or first.freqstr)  # [M, L]
+            data[PAST_TIME_MARKS] = np.ascontiguousarray(marks.T)
         return data
 
 

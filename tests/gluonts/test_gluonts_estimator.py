@@ -172,3 +172,25 @@ def test_target_statistics_are_the_per_variate_mean_and_population_std():
     assert scale[2] == 1.0
     with pytest.raises(DataError, match="same variates"):
         target_statistics([{"target": first}, {"target": second[:2]}])
+
+
+def test_missing_values_and_a_short_context_are_filled_flat_not_with_zeros(predictor, etth1):
+    """GluonTS's default writes 0 for NaN and for padding: on data around 10-40 that is an outlier
+    that moves the whole forecast. Here a NaN forecasts like the value before it, and a context
+    shorter than the lookback like one padded with its first row."""
+    frame = etth1["frame"].iloc[:VAL_END].copy()
+
+    def forecast(values: pd.DataFrame) -> np.ndarray:
+        (result,) = predictor.predict(PandasDataset(values, target=list(values.columns), freq="h"))
+        return result.samples
+
+    holed = frame.copy()
+    holed.iloc[-10, 0] = np.nan
+    filled = frame.copy()
+    filled.iloc[-10, 0] = frame.iloc[-11, 0]
+    np.testing.assert_allclose(forecast(holed), forecast(filled), rtol=1e-6)
+    assert not np.allclose(forecast(holed), forecast(frame), rtol=1e-3)  # the hole does matter
+
+    short = frame.iloc[-(CONTEXT - 30):]
+    padded = pd.concat([short.iloc[[0] * 30].set_axis(frame.index[-CONTEXT:-(CONTEXT - 30)]), short])
+    np.testing.assert_allclose(forecast(short), forecast(padded), rtol=1e-6)
