@@ -152,15 +152,16 @@ def damcha_fwd_kernel(
 @triton.jit
 def _probs_and_score_grad(
     query, keys, values, grad_out, lse, delta, visible, seed, batch_head, query_rows, key_rows,
-    num_tokens, qk_scale_log2, dropout_p,
+    num_tokens, dropout_p,
     HAS_DROPOUT: tl.constexpr,
     DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr, ACC_DTYPE: tl.constexpr,
 ):
     """Recompute one [BLOCK_M, BLOCK_N] tile: (dropped probabilities Pd, score gradient dS).
 
-    query is q = x m, unscaled; lse and delta are [BLOCK_M]; visible is [BLOCK_M, BLOCK_N].
+    query is the forward's scaled query, q * qk_scale_log2 rounded to the dot dtype (so these
+    scores are bit for bit the forward's); lse and delta are [BLOCK_M]; visible is [BLOCK_M, BLOCK_N].
     """
-    scores = _dot(query, tl.trans(keys), DOT_DTYPE, DOT_PRECISION, ACC_DTYPE) * qk_scale_log2
+    scores = _dot(query, tl.trans(keys), DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)
     # Masked entries give exp2(-inf) = 0; an all-masked row has lse = +inf, so it is 0 as well.
     probs = tl.exp2(tl.where(visible, scores, float("-inf")) - lse[:, None])
     grad_probs = _dot(grad_out, tl.trans(values), DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)
@@ -188,8 +189,8 @@ def damcha_bwd_key_kernel(
 ):
     """One program per (key block, head, batch): dV and the key-path part of dX for those rows.
 
-    QUERY holds q = x m, contiguous [B, H, T, dh] (computed once by torch: recomputing it here would
-    cost one more dot per query block). GRAD_V has the strides of V; GRAD_X_KEY is a contiguous
+    QUERY holds the forward's scaled query q * qk_scale_log2 (q = x m) in the dot dtype, contiguous
+    [B, H, T, dh] (computed once by torch: recomputing it here would cost one more dot per query block). GRAD_V has the strides of V; GRAD_X_KEY is a contiguous
     [B, H, T, dh] ACC_DTYPE buffer.
     """
     block, head = tl.program_id(0), tl.program_id(1)
@@ -223,7 +224,7 @@ def damcha_bwd_key_kernel(
         visible = query_exists[:, None] & key_visible[None, :]
         dropped_probs, grad_scores = _probs_and_score_grad(
             query, keys, values, grad_out, lse, delta, visible, seed, batch_head, query_rows,
-            key_rows, num_tokens, qk_scale_log2, dropout_p,
+            key_rows, num_tokens, dropout_p,
             HAS_DROPOUT, DOT_DTYPE, DOT_PRECISION, ACC_DTYPE,
         )
         grad_values += _dot(tl.trans(dropped_probs), grad_out, DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)
@@ -232,7 +233,9 @@ def damcha_bwd_key_kernel(
     GRAD_V += batch * stride_vb + head * stride_vh
     _store_tile(GRAD_V, grad_values, key_rows, dims, stride_vt, stride_vd, num_tokens, head_dim)
     GRAD_X_KEY += batch_head * num_tokens * head_dim
-    _store_tile(GRAD_X_KEY, grad_keys * scale, key_rows, dims, head_dim, 1, num_tokens, head_dim)
+    # dX_key = dS^T q scale, and QUERY holds q * qk_scale_log2.
+    _store_tile(GRAD_X_KEY, grad_keys * (scale / qk_scale_log2), key_rows, dims, head_dim, 1, num_tokens,
+                head_dim)
 
 
 @triton.jit
@@ -286,7 +289,7 @@ def damcha_bwd_query_kernel(
         visible = query_exists[:, None] & key_visible[None, :]
         _, grad_scores = _probs_and_score_grad(
             query, keys, values, grad_out, lse, delta, visible, seed, batch_head, query_rows,
-            key_rows, num_tokens, qk_scale_log2, dropout_p,
+            key_rows, num_tokens, dropout_p,
             HAS_DROPOUT, DOT_DTYPE, DOT_PRECISION, ACC_DTYPE,
         )
         grad_query += _dot(grad_scores, keys, DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)

@@ -345,8 +345,13 @@ def _backward_impl(grad_out, x, head_metrics, value, key_padding_mask, dropout_s
         return grad_x, torch.zeros_like(head_metrics), grad_value
     acc_dtype = lse.dtype
     kernels = _kernels()
-    # q = x m once, for both kernels (B*T*D*dh MACs, small next to attention's B*T*T*D).
-    query = (x @ head_metrics).contiguous()
+    # The query once, for both kernels (B*T*D*dh MACs, small next to attention's B*T*T*D), formed as
+    # the forward kernel forms it: x m accumulated in acc_dtype, times the base-2 score scale, then
+    # rounded to the dot operand dtype. Scaling after rounding (as before) changed the recomputed
+    # probabilities against the saved LSE by up to a bf16 ulp of each score.
+    query_dtype = acc_dtype if kernels.interpret else x.dtype
+    query = ((x.to(acc_dtype) @ head_metrics.to(acc_dtype)) * (scale * math.log2(math.e))).to(query_dtype)
+    query = query.contiguous()
     # Softmax backward needs rowsum(P * dP) = rowsum(dO * O) per query (also under dropout).
     delta = (grad_out.to(acc_dtype) * out.to(acc_dtype)).sum(-1).contiguous()
     query_block = _INTERPRETER_BLOCK if kernels.interpret else min(

@@ -182,6 +182,33 @@ def test_half_precision_inputs(dtype, tolerance, device, monkeypatch, reference_
         assert relative_error(got, want) <= tolerance
 
 
+def test_bf16_gradients_are_no_less_accurate_than_torchs_own_bf16_attention(device, monkeypatch,
+                                                                              reference_attention):
+    # The backward recomputes the forward's probabilities from its saved LSE; if it forms the scaled
+    # query with other rounding than the forward did, the gradients carry that mismatch. Scores of
+    # order 10 (a unit-scale metric) make the softmax sharp enough for it to show.
+    monkeypatch.setattr(triton_damcha, "_INTERPRETER_BLOCK", 16)
+    generator = torch.Generator().manual_seed(0)
+    x, m, v = (torch.randn(shape, generator=generator).to(device, torch.bfloat16)
+               for shape in ((2, 2, 40, 16), (2, 2, 16, 16), (2, 2, 40, 16)))
+    grad_out = torch.randn(2, 2, 40, 16, generator=generator, dtype=torch.float64).to(device)
+    exact_leaves = [t.double().requires_grad_() for t in (x, m, v)]
+    exact = torch.autograd.grad(reference_attention(*exact_leaves, None), exact_leaves, grad_out)
+    torch_leaves = [t.clone().requires_grad_() for t in (x, m, v)]
+    torch_bf16 = torch.autograd.grad(reference_attention(*torch_leaves, None), torch_leaves,
+                                     grad_out.to(torch.bfloat16))
+    kernel_leaves = [t.clone().requires_grad_() for t in (x, m, v)]
+    kernel = torch.autograd.grad(damcha_attention_triton(*kernel_leaves), kernel_leaves, grad_out.to(torch.bfloat16))
+    # The interpreter's dots accumulate bf16 operands in fp32; a GPU's bf16 tensor cores round more.
+    factor = 1.5 if device.type == "cuda" else 1.0
+
+    def error(got, want):  # over the whole tensor: the maximum alone is one rounding's luck
+        return ((got.double() - want).norm() / want.norm()).item()
+
+    for name, got, baseline, want in zip(("x", "metric", "value"), kernel, torch_bf16, exact):
+        assert error(got, want) <= factor * error(baseline, want), name
+
+
 def test_autocast_runs_the_kernel_in_the_autocast_dtype(device, monkeypatch, reference_attention,
                                                         relative_error):
     # Under bf16 autocast (Lightning's "bf16-mixed") the fp32 inputs are cast, as SDPA would be.
