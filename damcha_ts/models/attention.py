@@ -227,14 +227,14 @@ def select_backend(
 ) -> str:
     """The backend that will run this call: "math", "sdpa" or "triton".
 
-    "auto": triton when the input is on CUDA and the kernel supports the call, else sdpa; math whenever
-    weights are requested (only the explicit path forms them). "sdpa" likewise falls back to math for
-    weights. "triton" is honoured or refused: ConfigError with the kernel's reason.
+    Whenever weights are requested (attention maps, a diagnostic), math: only the explicit path forms
+    them, whatever the backend. Otherwise "auto" is triton when the input is on CUDA and the kernel
+    supports the call, else sdpa; "triton" is honoured or refused (ConfigError with the kernel's reason).
     """
     check_choice("attn_backend", requested, ATTENTION_BACKENDS)
-    if requested == "math":
+    if requested == "math" or need_weights:
         return "math"
-    if requested == "triton" or (requested == "auto" and x_heads.is_cuda and not need_weights):
+    if requested == "triton" or (requested == "auto" and x_heads.is_cuda):
         reason = None
         if is_causal or head_metrics.dim() == 5:
             reason = "causal attention (per-query metrics) is not supported by the triton kernel"
@@ -253,7 +253,7 @@ def select_backend(
                 f"(device {x_heads.device}, dtype {x_heads.dtype}, TRITON_INTERPRET={interpret}); "
                 "use attn_backend='auto' to fall back to sdpa"
             )
-    return "math" if need_weights else "sdpa"
+    return "sdpa"
 
 
 def damcha_attention(

@@ -183,6 +183,8 @@ def test_auto_on_cpu_picks_sdpa_and_math_for_weights():
     assert select_backend("auto", x, metrics, value, need_weights=True) == "math"
     assert select_backend("sdpa", x, metrics, value, need_weights=True) == "math"
     assert select_backend("math", x, metrics, value) == "math"
+    # Attention maps are a diagnostic: even a forced triton backend gives them through math.
+    assert select_backend("triton", x, metrics, value, need_weights=True) == "math"
 
 
 def test_forced_triton_on_cpu_without_interpreter_is_refused_with_the_reason(monkeypatch):
@@ -199,6 +201,18 @@ def test_forced_triton_on_cpu_without_interpreter_is_refused_with_the_reason(mon
         select_backend("flash", x, metrics, value)
 
 
+def test_attention_maps_of_a_triton_model_come_from_the_explicit_path(monkeypatch):
+    from damcha_ts.models import build_model
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the kernel could not run here at all
+    model = build_model({"name": "itransformer_damcha", "seq_len": 24, "pred_len": 12, "d_model": 16, "d_ff": 16,
+                         "n_heads": 2, "e_layers": 1, "generator_hidden": [8], "attn_backend": "triton"}).eval()
+    (records,) = model.attention_maps(torch.randn(2, 24, 3)).values()
+    weights = records[0].weights
+    assert weights.shape == (2, 2, 3, 3)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 2, 3))
+
+
 def test_dispatch_routes_to_the_kernel_when_it_accepts_the_call(monkeypatch, float64):
     """A stand-in kernel module (same contract) shows what the dispatch hands over and when."""
     calls = []
@@ -209,14 +223,13 @@ def test_dispatch_routes_to_the_kernel_when_it_accepts_the_call(monkeypatch, flo
 
     fake = types.SimpleNamespace(
         damcha_attention_triton=fake_kernel,
-        triton_unsupported_reason=lambda *args: "attention weights were requested" if args[5] else None,
+        triton_unsupported_reason=lambda *args: None,
     )
     monkeypatch.setattr(attention_module, "_triton_module", lambda: (fake, None))
     x, metrics, value = dispatch_inputs()
     assert select_backend("auto", x, metrics, value) == "sdpa"  # auto uses triton on CUDA only
     assert select_backend("triton", x, metrics, value) == "triton"
-    with pytest.raises(ConfigError, match="weights were requested"):
-        select_backend("triton", x, metrics, value, need_weights=True)
+    assert select_backend("triton", x, metrics, value, need_weights=True) == "math"
     torch.manual_seed(6)
     layer = damcha_layer(backend="triton")
     tokens = torch.randn(3, 5, D)

@@ -34,6 +34,7 @@ from damcha_ts.errors import ConfigError
 __all__ = ["damcha_attention_triton", "triton_unsupported_reason", "MAX_HEAD_DIM"]
 
 MAX_HEAD_DIM = 128
+MAX_GRID_BATCH = 65535  # CUDA's grid limit on axis z, where the kernels put the batch
 """Widest head the kernels take. Narrower and non-power-of-two widths are zero-padded on chip."""
 
 _GPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -96,6 +97,8 @@ def triton_unsupported_reason(
         return "x, head_metrics, value and key_padding_mask are on different devices"
     if head_dim > MAX_HEAD_DIM:
         return f"head_dim {head_dim} > {MAX_HEAD_DIM} unsupported"
+    if batch > MAX_GRID_BATCH:  # e.g. temporal DAMCHA on Traffic: B * 862 variates
+        return f"batch {batch} > {MAX_GRID_BATCH}, CUDA's limit on the launch-grid axis that holds the batch"
     if not 0.0 <= dropout_p < 1.0:
         return f"dropout_p must be in [0, 1), got {dropout_p}"
 

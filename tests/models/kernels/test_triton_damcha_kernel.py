@@ -285,6 +285,8 @@ def test_supported_inputs_have_no_reason(device):
         (dict(head_metrics=torch.randn(2, 2, 16, 16, dtype=torch.float64)), "different dtypes"),
         (dict(x=torch.randn(1, 1, 5, 256), head_metrics=torch.randn(1, 1, 256, 256),
               value=torch.randn(1, 1, 5, 256)), "head_dim 256 > 128 unsupported"),
+        (dict(x=torch.randn(65536, 1, 1, 16), head_metrics=torch.randn(1, 16, 16), value=torch.randn(65536, 1, 1, 16)),
+         "batch 65536 > 65535"),
         (dict(x=torch.ones(2, 2, 5, 16, dtype=torch.int64), head_metrics=torch.ones(2, 2, 16, 16, dtype=torch.int64),
               value=torch.ones(2, 2, 5, 16, dtype=torch.int64)), "dtype int64 unsupported"),
     ],
