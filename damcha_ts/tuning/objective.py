@@ -91,6 +91,16 @@ def make_pruning_callback(trial):
     return RecordingPruningCallback(trial, monitor="val_loss")
 
 
+def one_device_per_run(config: Mapping, trainer_kwargs: Mapping) -> dict:
+    """Lightning arguments for one trial (or the final test): a single device unless the config or
+    ``--trainer`` asks for more. ``devices="auto"`` would start DDP over every visible GPU inside
+    each trial, and Lightning's DDP launcher re-runs the whole tuning command once per extra rank;
+    several GPUs are used by running one worker per GPU instead."""
+    if "devices" in trainer_kwargs or config["training"].get("devices", "auto") != "auto":
+        return dict(trainer_kwargs)
+    return {**trainer_kwargs, "devices": 1}
+
+
 class TrialObjective:
     """The objective a worker optimises: ``objective(trial) -> best validation MSE``.
 
@@ -135,7 +145,7 @@ class TrialObjective:
                 run_dir,
                 evaluate_test=False,
                 callbacks=[pruning],
-                trainer_kwargs=dict(self.trainer_kwargs),
+                trainer_kwargs=one_device_per_run(config, self.trainer_kwargs),
                 progress=False,
             )
         finally:

@@ -18,8 +18,10 @@ import contextlib
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -201,6 +203,23 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
     return {"finished": finished, "failed": failed}
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def worker_environment(index: int, workers: int, gpus: int, environ: Mapping[str, str] | None = None) -> dict:
+    """The environment of worker ``index``: its share of the CPU cores and, with GPUs, one of them
+    (round-robin over the visible ones), so that its trials train on that GPU alone."""
+    env = dict(os.environ if environ is None else environ)
+    # Each worker trains on its part of the cores instead of all of them fighting for every core.
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    if gpus > 0:
+        visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()] or [
+            str(d) for d in range(gpus)]
+        env["CUDA_VISIBLE_DEVICES"] = visible[index % len(visible)].strip()
+    return env
+
+
 def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
     """Start ``workers`` worker processes on ``spec`` and wait for them; returns exit codes."""
     folder = out_dir / WORKERS_DIR
@@ -211,9 +230,9 @@ def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
     descriptor = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         json.dump(spec, handle, indent=1)
-    env = dict(os.environ)
-    # Each worker trains on its part of the cores instead of all of them fighting for every core.
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    import torch
+
+    gpus = torch.cuda.device_count()
     procs = []
     for index in range(workers):
         log_path = folder / f"worker_{tag}_{index}.log"
@@ -223,18 +242,30 @@ def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
                     [sys.executable, "-m", "damcha_ts.tuning.worker", str(spec_path), str(index)],
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
-                    env=env,
+                    env=worker_environment(index, workers, gpus),
                 )
             )
     log(f"{workers} workers started (pids {', '.join(str(p.pid) for p in procs)}); logs in {folder}")
+    # A SIGTERM (kill, timeout, a batch scheduler) stops the workers too, as Ctrl+C does; otherwise
+    # they would keep spending the budget with nobody left to write the report.
+    restore = None
+    if threading.current_thread() is threading.main_thread():
+        restore = signal.signal(signal.SIGTERM, _interrupt)
     try:
         codes = [proc.wait() for proc in procs]
     except KeyboardInterrupt:
         for proc in procs:
             proc.terminate()
         for proc in procs:
-            proc.wait()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         raise
+    finally:
+        if restore is not None:
+            signal.signal(signal.SIGTERM, restore)
     for index, code in enumerate(codes):
         if code != 0:
             log(f"worker {index} exited with code {code}; see {folder / f'worker_{tag}_{index}.log'}")
@@ -257,8 +288,11 @@ def evaluate_config(
             record = {}
         if record.get("key") == json.loads(json.dumps(key, default=str)):
             return record["metrics"]
+    from damcha_ts.tuning.objective import one_device_per_run
+
     result = run_experiment(
-        resolved, out_dir, evaluate_test=True, trainer_kwargs=dict(trainer_kwargs or {}), progress=progress
+        resolved, out_dir, evaluate_test=True, trainer_kwargs=one_device_per_run(resolved, trainer_kwargs or {}),
+        progress=progress,
     )
     metrics = {
         "val_mse": result["best_val_loss"],

@@ -222,3 +222,19 @@ def test_launches_that_start_together_get_different_seeds():
     tokens = {new_launch_token() for _ in range(20)}
     assert len(tokens) == 20
     assert len({worker_seed(0, token, 0) for token in tokens}) == 20
+
+
+def test_each_worker_gets_one_gpu_and_each_run_one_device():
+    from damcha_ts.tuning.objective import one_device_per_run
+    from damcha_ts.tuning.study import worker_environment
+
+    base = {"PATH": "/bin"}
+    assert "CUDA_VISIBLE_DEVICES" not in worker_environment(0, 2, gpus=0, environ=base)
+    assert [worker_environment(i, 3, gpus=2, environ=base)["CUDA_VISIBLE_DEVICES"] for i in range(3)] == ["0", "1", "0"]
+    pinned = {**base, "CUDA_VISIBLE_DEVICES": "3,5"}
+    assert [worker_environment(i, 2, gpus=2, environ=pinned)["CUDA_VISIBLE_DEVICES"] for i in range(2)] == ["3", "5"]
+    # devices="auto" would start DDP over every GPU inside a trial; an explicit choice is kept.
+    auto = {"training": {"devices": "auto"}}
+    assert one_device_per_run(auto, {"max_epochs": 2}) == {"max_epochs": 2, "devices": 1}
+    assert one_device_per_run(auto, {"devices": 2}) == {"devices": 2}
+    assert one_device_per_run({"training": {"devices": 4}}, {}) == {}

@@ -389,3 +389,39 @@ def test_cli_names_a_bad_search_file(study_files, tmp_path, capsys):
     assert code == 2
     error = capsys.readouterr().err
     assert "search.yaml" in error and "model.d_modle" in error and "d_model" in error
+
+
+def test_sigterm_to_the_launcher_stops_its_worker_processes(study_files, tmp_path):
+    """kill, timeout or a batch scheduler's SIGTERM must not leave workers spending the budget."""
+    import re
+
+    config, search = study_files()
+    command = [sys.executable, "-m", "damcha_ts.cli.main", "tune", "--config", str(config), "--search", str(search),
+               "--n-trials", "6", "--workers", "2", "--out", str(tmp_path / "out"), "--no-test",
+               "--set", "training.max_epochs=8", "--set", "training.patience=8"]
+    log_path = tmp_path / "launcher.log"
+    with open(log_path, "w") as log:
+        launcher = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not (found := re.search(r"2 workers started \(pids (\d+), (\d+)\)", log_path.read_text())):
+            assert launcher.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.1)
+        workers = [int(pid) for pid in found.groups()]
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(timeout=90) != 0
+    finally:
+        launcher.kill()
+        launcher.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    survivors = [pid for pid in workers if alive(pid)]
+    for pid in survivors:  # do not leave them training after a failure
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors
