@@ -86,12 +86,13 @@ def _merge(summaries: list, grids: list, results: Path) -> dict:
         "already_finished": 0,
         "ran": [],
         "failed": [],
+        "busy": [],
         "missing_datasets": [],
         "remaining": 0,
     }
     for summary in summaries:
         for key, value in summary.as_dict().items():
-            if key in ("planned", "already_finished", "remaining", "ran", "failed", "missing_datasets"):
+            if key in ("planned", "already_finished", "remaining", "ran", "failed", "busy", "missing_datasets"):
                 merged[key] += value  # counts add up, lists concatenate
     return merged
 

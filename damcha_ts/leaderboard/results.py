@@ -114,8 +114,11 @@ def _temporary_files(path: Path) -> list[Path]:
     return sorted(path.parent.glob(f".{path.name}.*.tmp"))
 
 
-def append_result(path: str | Path, row: Mapping) -> None:
-    """Append one row: write old content + row to a temp file, fsync, then atomically replace."""
+def append_result(path: str | Path, row: Mapping) -> bool:
+    """Append one row: write old content + row to a temp file, fsync, then atomically replace.
+
+    False, and nothing written, when the CSV already holds a row of the same cell (another runner
+    finished it first)."""
     path = Path(path)
     missing = [c for c in RESULT_COLUMNS if c not in row]
     if missing:
@@ -127,7 +130,9 @@ def append_result(path: str | Path, row: Mapping) -> None:
             stale.unlink(missing_ok=True)
         old = path.read_bytes() if path.exists() else b""
         if old:
-            read_results(path)  # refuse to extend a file that is not a leaderboard CSV
+            existing = read_results(path)  # refuse to extend a file that is not a leaderboard CSV
+            if any(cell_key(done) == cell_key(row) for done in existing):
+                return False
             if not old.endswith(b"\n"):
                 old += b"\n"
         buffer = io.StringIO()
@@ -136,3 +141,4 @@ def append_result(path: str | Path, row: Mapping) -> None:
             writer.writerow(RESULT_COLUMNS)
         writer.writerow([_format(row[c]) for c in RESULT_COLUMNS])
         write_atomically(path, old + buffer.getvalue().encode("utf-8"))
+    return True

@@ -18,6 +18,8 @@ file name, where to put it and its sha256; their cells are skipped, the rest of 
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import signal
 import sys
@@ -31,6 +33,7 @@ from damcha_ts.errors import ChecksumError, DatasetNotFoundError
 from damcha_ts.files import write_atomically
 from damcha_ts.leaderboard.cells import (
     SAMPLE_FILE,
+    CellBusy,
     ResolvedCell,
     checkpointed_epochs,
     resolve_cell,
@@ -65,6 +68,7 @@ class LeaderboardRun:
     already_finished: int = 0
     ran: list[dict] = field(default_factory=list)  # rows written by this invocation
     failed: list[dict] = field(default_factory=list)  # {"cell": ..., "error": ...}
+    busy: list[str] = field(default_factory=list)  # cells another runner was running: skipped
     missing_datasets: list[MissingDataset] = field(default_factory=list)
     remaining: int = 0  # runnable cells still without a row (e.g. after --max-cells)
 
@@ -77,6 +81,7 @@ class LeaderboardRun:
             "already_finished": self.already_finished,
             "ran": [{k: None if v != v else v for k, v in row.items()} for row in self.ran],
             "failed": self.failed,
+            "busy": self.busy,
             "missing_datasets": [vars(m) for m in self.missing_datasets],
             "remaining": self.remaining,
         }
@@ -185,12 +190,19 @@ def run_leaderboard(
         f"{len(pending)} to run, running {len(todo)} now")
 
     def record(index: int, item: ResolvedCell, row: dict | None, error: str | None) -> None:
+        """A finished cell (row), a failed one (error) or, with neither, one another runner has."""
         prefix = f"[{index + 1}/{len(todo)}] {item.cell.describe()}"
+        if row is None and error is None:
+            summary.busy.append(item.cell.describe())
+            log(f"{prefix}: skipped, another leaderboard process is running it")
+            return
         if row is None:
             summary.failed.append({"cell": item.cell.describe(), "error": error})
             log(f"{prefix}: FAILED\n{error}")
             return
-        append_result(results_path, row)
+        if not append_result(results_path, row):
+            log(f"{prefix}: another runner wrote this cell's row first; kept that one")
+            return
         _keep_sample(item, grid, results_path)
         _keep_curves(results_path, [(row, item)])
         summary.ran.append(row)
@@ -213,6 +225,8 @@ def run_leaderboard(
         for index, item in enumerate(todo):
             try:
                 row = run_cell(item, plan.trainer_kwargs())
+            except CellBusy:
+                record(index, item, None, None)
             except Exception:  # noqa: BLE001 - one broken cell must not stop the grid
                 record(index, item, None, traceback.format_exc())
             else:
@@ -224,20 +238,35 @@ def run_leaderboard(
 def _worker(environment: dict, threads: int, trainer_kwargs: dict, tasks, results) -> None:
     """A worker process: pinned to its device by ``environment`` before torch touches CUDA."""
     os.environ.update(environment)
+    _die_with_parent()
     import torch
 
     # A CPU slot names its thread count; a GPU worker shares the cores for data and Python work.
     torch.set_num_threads(int(environment.get("OMP_NUM_THREADS") or threads))
     while True:
         task = tasks.get()
-        if task is None:
+        if task is None or not multiprocessing.parent_process().is_alive():
             return
         index, item = task
         results.put(("started", index, os.getpid()))
         try:
             results.put(("done", index, run_cell(item, trainer_kwargs)))
+        except CellBusy:
+            results.put(("busy", index, None))
         except Exception:  # noqa: BLE001 - reported to the parent, which records the failure
             results.put(("failed", index, traceback.format_exc()))
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel sends this worker SIGTERM when the runner dies, even by SIGKILL (the OOM
+    killer, ``timeout -k``), so no orphan goes on training cells whose rows nobody would write."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def run_in_workers(
@@ -252,8 +281,6 @@ def run_in_workers(
     finishes first takes the next); only the calling process records results. A worker that dies
     (e.g. killed by the OOM killer) fails its current cell; the others go on.
     """
-    import multiprocessing
-
     context = multiprocessing.get_context("spawn")  # no CUDA state is inherited across fork
     tasks, results = context.Queue(), context.Queue()
     for index, item in enumerate(todo):
@@ -284,6 +311,9 @@ def run_in_workers(
             if process.is_alive():
                 process.terminate()
                 process.join(timeout=30)
+            if process.is_alive():  # e.g. stuck in a CUDA call that ignores SIGTERM
+                process.kill()
+                process.join()
 
 
 def _exit_on_sigterm(signum, frame) -> None:
@@ -316,4 +346,5 @@ def _collect(todo, workers, results, record) -> None:
             continue
         running = {pid: i for pid, i in running.items() if i != index}
         outstanding.discard(index)
+        # "busy" (another runner has the cell) comes with neither a row nor an error.
         record(index, todo[index], payload if kind == "done" else None, payload if kind == "failed" else None)

@@ -45,6 +45,15 @@ def test_append_and_read_round_trip(tmp_path):
     assert not list(tmp_path.glob("out/.leaderboard.csv.*.tmp"))
 
 
+def test_a_cell_that_already_has_a_row_is_not_appended_again(tmp_path):
+    # Two runners that both finished one cell: the first row stays, the CSV keeps one per cell.
+    path = tmp_path / "leaderboard.csv"
+    assert append_result(path, make_row(mse=0.5))
+    assert not append_result(path, make_row(mse=0.6))
+    assert [row["mse"] for row in read_results(path)] == [0.5]
+    assert append_result(path, make_row(mse=0.6, config_hash="another"))  # a changed config is a new cell
+
+
 def test_a_write_that_dies_before_the_rename_leaves_the_old_file(tmp_path, monkeypatch):
     path = tmp_path / "leaderboard.csv"
     append_result(path, make_row(seed=1))

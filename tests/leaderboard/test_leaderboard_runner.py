@@ -183,6 +183,26 @@ def test_sigkill_mid_cell_loses_only_that_cell(tmp_path):
     assert not list(tmp_path.glob(".leaderboard.csv.*.tmp"))
 
 
+def test_a_cell_another_runner_holds_is_skipped_not_failed(tmp_path, capsys):
+    import fcntl
+
+    grid_path = _one_cell_grid(tmp_path)
+    grid, runs = load_grid(grid_path), tmp_path / "runs"
+    (neural,) = [resolve_cell(c, grid, runs) for c in grid.cells() if not c.is_naive]
+    neural.run_dir.mkdir(parents=True)
+    holder = os.open(neural.run_dir, os.O_RDONLY)  # what another runner's cell lock looks like
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        code = main(["leaderboard", "--config", str(grid_path), "--results", str(tmp_path / "lb.csv"),
+                     "--runs-dir", str(runs), "--json"])
+    finally:
+        os.close(holder)
+    outcome = json.loads(capsys.readouterr().out)
+    assert code == 0 and outcome["failed"] == [] and outcome["busy"] == [neural.cell.describe()]
+    assert [row["model"] for row in read_results(tmp_path / "lb.csv")] == ["window_mean"]
+    assert not (neural.run_dir / "checkpoints").exists()  # nothing of the other runner's was touched
+
+
 def test_missing_dataset_files_are_named_with_how_to_provide_them(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("DAMCHA_TS_DATA", str(tmp_path / "empty"))
     monkeypatch.setenv("DAMCHA_TS_CACHE", str(tmp_path / "cache"))
@@ -250,3 +270,48 @@ def test_bad_arguments_are_named(tmp_path, capsys):
     assert main([*base, "--cpu-jobs", "0"]) == 2
     assert "--cpu-jobs" in capsys.readouterr().err
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_workers_die_with_a_sigkilled_runner(tmp_path):
+    """No orphan may go on training cells whose rows nobody would write (OOM killer, timeout -k)."""
+    import yaml
+
+    grid = yaml.safe_load(SMOKE.read_text())
+    grid["naive"] = []
+    grid["models"] = [{"name": name, "config": str(ROOT / f"configs/{name}/etth1.yaml")}
+                      for name in ("itransformer_mha", "itransformer_damcha")]
+    grid["overrides"] = [*grid["overrides"], "training.max_epochs=50", "training.patience=50"]
+    grid["trainer"] = {"limit_train_batches": 200, "limit_val_batches": 4}
+    path = tmp_path / "slow.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    command = [sys.executable, "-m", "damcha_ts.cli.main", "leaderboard", "--config", str(path), "--cpu-jobs", "2",
+               "--results", str(tmp_path / "lb.csv"), "--runs-dir", str(tmp_path / "runs")]
+    runner = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def children(pid: int) -> set[int]:
+        try:
+            return {int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+        except FileNotFoundError:
+            return set()
+
+    try:
+        deadline = time.monotonic() + 120
+        while len(list((tmp_path / "runs").glob("smoke/ETTh1/*/H96/*/logs"))) < 2:  # both cells training
+            assert runner.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        workers = children(runner.pid)
+        assert len(workers) >= 2
+        runner.kill()
+        runner.wait()
+        deadline = time.monotonic() + 60
+        while (alive := [pid for pid in workers if Path(f"/proc/{pid}").exists()
+                         and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]]):
+            if time.monotonic() > deadline:
+                for pid in alive:
+                    os.kill(pid, signal.SIGKILL)
+                raise AssertionError(f"workers {alive} outlived their runner")
+            time.sleep(0.2)
+    finally:
+        runner.kill()
+        runner.wait()
