@@ -8,6 +8,7 @@ the per-epoch validation losses that the pruner saw.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,8 +25,9 @@ INTERMEDIATE_PNG = "intermediate_values.png"
 _TOP_TRIALS = 15
 
 
-def export_best_config(trial, path: str | Path, *, study_name: str) -> Path:
-    """Write the trial's resolved run config as YAML, loadable by ``fit`` and the leaderboard."""
+def export_best_config(trial, path: str | Path, *, study_name: str, trainer_kwargs: Mapping | None = None) -> Path:
+    """Write the trial's resolved run config as YAML, loadable by ``fit`` and the leaderboard; the
+    header names the Lightning arguments the trials ran with, which a run config does not hold."""
     import yaml
 
     path = Path(path)
@@ -37,6 +39,9 @@ def export_best_config(trial, path: str | Path, *, study_name: str) -> Path:
         f"# Searched: {searched}\n"
         "# A complete run config: pass it to `damcha-ts fit --config` or to the leaderboard.\n"
     )
+    if trainer_kwargs:
+        flags = " ".join(f"--trainer {k}={v}" for k, v in trainer_kwargs.items())
+        header += f"# The trials also ran with these Lightning arguments; to train as they did, add: {flags}\n"
     write_atomically(path, header + yaml.safe_dump(config, sort_keys=False))
     return path
 

@@ -95,6 +95,10 @@ def _hash(data: Any) -> str:
     return config_hash(json.loads(json.dumps(data, default=str)))
 
 
+def _fixed_width(state: dict) -> str:
+    return json.dumps(state).ljust(80)
+
+
 class TrialClaims:
     """The trial budget of one launch, shared by its worker processes through a small JSON file.
 
@@ -108,7 +112,7 @@ class TrialClaims:
         self.path = Path(path)
         if n_trials is not None:  # the launching process creates the budget
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(json.dumps({"n_trials": n_trials, "claimed": 0}), encoding="utf-8")
+            self.path.write_text(_fixed_width({"n_trials": n_trials, "claimed": 0}), encoding="utf-8")
 
     @contextlib.contextmanager
     def _locked(self):
@@ -118,9 +122,10 @@ class TrialClaims:
             fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
             state = json.loads(handle.read())
             yield state
+            # Overwritten in place with one write of the same width, never truncated first: a worker
+            # killed here leaves the old state or the new one, not an empty file the others choke on.
             handle.seek(0)
-            handle.truncate()
-            handle.write(json.dumps(state))
+            handle.write(_fixed_width(state))
 
     def claim(self) -> bool:
         with self._locked() as state:
@@ -451,7 +456,8 @@ def run_study(
         from damcha_ts.tuning.report import export_best_config
 
         best = study.best_trial
-        result.best_config = str(export_best_config(best, out_dir / BEST_CONFIG_FILE, study_name=name))
+        result.best_config = str(export_best_config(best, out_dir / BEST_CONFIG_FILE, study_name=name,
+                                                    trainer_kwargs=run_trainer_kwargs))
         if evaluate_test:
             log(f"testing the best config (trial {best.number}) once")
             result.tuned = evaluate_config(

@@ -163,6 +163,8 @@ def test_exported_best_config_reproduces_the_best_validation_mse(study_files, tm
     for path, value in result.best_params.items():
         assert get_path(exported, path) == value
     trainer_limits = yaml.safe_load(search.read_text())["trainer"]
+    header = Path(result.best_config).read_text().split("\n", 4)[3]  # what the trials ran with
+    assert all(f"--trainer {key}={value}" in header for key, value in trainer_limits.items())
     again = run_experiment(
         exported, tmp_path / "again", evaluate_test=False, trainer_kwargs=trainer_limits, progress=False
     )
