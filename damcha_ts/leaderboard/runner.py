@@ -185,6 +185,9 @@ def run_leaderboard(
     # folder is here.
     have_curves = {cell_key(item) for item in load_curves(results_path)}
     _keep_curves(results_path, [(finished[r.key], r) for r in resolved if r.key in finished and r.key not in have_curves])
+    # Cells that failed last time go last, so that with --max-cells a cell that keeps failing cannot
+    # hold back the rest of the grid (they are still retried once nothing else is left).
+    pending.sort(key=lambda item: _failed_before(item))
     todo = pending if max_cells is None else pending[: max(0, max_cells)]
     log(f"leaderboard {grid.name}: {len(cells)} cells, {summary.already_finished} already in {results_path}, "
         f"{len(pending)} to run, running {len(todo)} now")
@@ -199,7 +202,12 @@ def run_leaderboard(
         if row is None:
             summary.failed.append({"cell": item.cell.describe(), "error": error})
             log(f"{prefix}: FAILED\n{error}")
+            if item.run_dir is not None:
+                item.run_dir.mkdir(parents=True, exist_ok=True)
+                write_atomically(item.run_dir / FAILED_MARK, str(error))
             return
+        if item.run_dir is not None:
+            (item.run_dir / FAILED_MARK).unlink(missing_ok=True)
         if not append_result(results_path, row):
             log(f"{prefix}: another runner wrote this cell's row first; kept that one")
             return
@@ -233,6 +241,13 @@ def run_leaderboard(
                 record(index, item, row, None)
     summary.remaining = len(pending) - len(summary.ran)
     return summary
+
+
+FAILED_MARK = "failed.txt"  # in a cell's run folder: the traceback of its last failure
+
+
+def _failed_before(item: ResolvedCell) -> bool:
+    return item.run_dir is not None and (item.run_dir / FAILED_MARK).is_file()
 
 
 def _worker(environment: dict, threads: int, trainer_kwargs: dict, tasks, results) -> None:

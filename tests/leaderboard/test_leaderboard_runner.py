@@ -203,6 +203,32 @@ def test_a_cell_another_runner_holds_is_skipped_not_failed(tmp_path, capsys):
     assert not (neural.run_dir / "checkpoints").exists()  # nothing of the other runner's was touched
 
 
+def test_a_cell_that_keeps_failing_does_not_hold_back_the_grid(tmp_path, monkeypatch, one_thread):
+    from damcha_ts.leaderboard import runner as runner_module
+    from damcha_ts.leaderboard.runner import run_leaderboard
+
+    grid = load_grid(SMOKE)
+    broken = "itransformer_mha"
+
+    def run_or_break(item, trainer_kwargs):
+        if item.cell.model == broken:
+            raise RuntimeError("this cell always fails")
+        return {"dataset": item.cell.dataset, "model": item.cell.model, "horizon": item.cell.horizon,
+                "seed": item.cell.seed, "mse": 1.0, "mae": 1.0, "config_hash": item.config_hash, "epochs_run": 1,
+                "best_epoch": 0, "n_params": 1, "seconds_per_epoch": 1.0, "wall_seconds": 1.0, "versions": "",
+                "hardware": "", "grid": item.grid_name, "timestamp": ""}
+
+    monkeypatch.setattr(runner_module, "run_cell", run_or_break)
+    results, runs = tmp_path / "lb.csv", tmp_path / "runs"
+    only = ("itransformer_mha", "itransformer_damcha")  # the broken cell comes first in grid order
+    first = run_leaderboard(grid, results, runs_dir=runs, only_models=only, max_cells=1, log=lambda _: None)
+    assert [f["cell"].split()[1] for f in first.failed] == [broken] and not first.ran
+    second = run_leaderboard(grid, results, runs_dir=runs, only_models=only, max_cells=1, log=lambda _: None)
+    assert [row["model"] for row in second.ran] == ["itransformer_damcha"]  # the other cell went first
+    third = run_leaderboard(grid, results, runs_dir=runs, only_models=only, max_cells=1, log=lambda _: None)
+    assert len(third.failed) == 1 and "this cell always fails" in third.failed[0]["error"]  # retried at last
+
+
 def test_missing_dataset_files_are_named_with_how_to_provide_them(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("DAMCHA_TS_DATA", str(tmp_path / "empty"))
     monkeypatch.setenv("DAMCHA_TS_CACHE", str(tmp_path / "cache"))
