@@ -133,7 +133,7 @@ class TrialObjective:
 
         from damcha_ts.training import run_experiment
 
-        config = self.base.resolve(self.search.sample(trial, self.base_config))
+        config = self.base.resolve(self.search.sample(trial, self.base_config, self.base.resolve))
         trial.set_user_attr("config", jsonable(config))
         trial.set_user_attr("worker", self.worker)
 

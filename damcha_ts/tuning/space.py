@@ -25,6 +25,7 @@ list means "any of these".
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -154,11 +155,16 @@ class SearchSpec:
             return optuna.pruners.MedianPruner(**self.pruner_arguments)
         return optuna.pruners.HyperbandPruner(**self.pruner_arguments)
 
-    def sample(self, trial, base_config: Mapping) -> dict[str, Any]:
+    def sample(
+        self, trial, base_config: Mapping, resolve: Callable[[Mapping[str, Any]], dict] | None = None
+    ) -> dict[str, Any]:
         """Sample the active parameters for ``trial``; returns ``{path: value}`` in file order.
 
         ``base_config`` (the resolved base run config) is only read, by the ``when`` conditions,
-        together with the values sampled before each parameter. List choices come back as lists.
+        together with the values sampled before each parameter. With ``resolve`` (as in
+        :meth:`check_against`) the conditions read the config those values resolve to, so keys
+        derived from a sampled one count too (``model.attention`` from a sampled ``model.name``).
+        List choices come back as lists.
         """
         view = copy.deepcopy(dict(base_config))
         values: dict[str, Any] = {}
@@ -168,6 +174,11 @@ class SearchSpec:
             value = param.suggest(trial)
             set_path(view, param.path, value)
             values[param.path] = value
+            if resolve is not None:
+                # An intermediate combination may not resolve (d_model before n_heads); the raw
+                # values then stand, and the complete trial config is checked when it is built.
+                with contextlib.suppress(ConfigError):
+                    view = resolve(values)
         return values
 
     def check_against(self, resolve: Callable[[Mapping[str, Any]], dict]) -> None:

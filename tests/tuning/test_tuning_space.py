@@ -87,6 +87,25 @@ def test_log_scale_spreads_samples_over_decades():
     assert all(25 <= n <= 80 for n in decades), decades
 
 
+def test_conditions_read_keys_derived_from_sampled_values():
+    from damcha_ts.training import load_run_config
+
+    spec = parse_search_spec({"space": {
+        "model.name": {"type": "categorical", "choices": ["itransformer_mha", "itransformer_damcha"]},
+        "model.share_generator": {"type": "categorical", "choices": [True, False],
+                                  "when": {"model.attention": "damcha"}},
+    }})
+
+    def resolve(values):
+        return load_run_config(BASE, overrides=as_overrides(values))
+
+    # The base is DAMCHA; a trial that samples MHA must not also sample (and record) a DAMCHA option.
+    mha = spec.sample(optuna.trial.FixedTrial({"model.name": "itransformer_mha"}), BASE, resolve)
+    assert mha == {"model.name": "itransformer_mha"}
+    damcha = {"model.name": "itransformer_damcha", "model.share_generator": False}
+    assert spec.sample(optuna.trial.FixedTrial(damcha), BASE, resolve) == damcha
+
+
 def test_fixed_trial_values_become_config_overrides():
     from damcha_ts.training import load_run_config
 
