@@ -5,6 +5,9 @@ results CSV is skipped. A cell interrupted mid-training resumes from its run dir
 checkpoint. Rows are appended atomically (``results.append_result``), so a crash or kill loses at
 most the cells in progress. Each finished cell's per-epoch losses go to ``curves.json`` beside the CSV
 (``curves.py``); cells finished before that get theirs on the next run if their run folder is there.
+Several runners may share one CSV with overlapping grids: a cell's run folder is locked while it
+trains, so another runner skips that cell ("busy"), and a row already in the CSV is never appended
+twice. Cells that failed on an earlier run go after the others.
 
 Devices: on CUDA one worker process per GPU (each pinned with ``CUDA_VISIBLE_DEVICES``) pulls the
 next cell from a shared queue and trains in bf16-mixed (the run configs' ``precision: auto``); the
