@@ -73,15 +73,36 @@ class EpochLog(L.Callback):
     ``best`` is the lowest validation MSE of the epochs before; an epoch that improves on it says
     ``(best)`` instead. Printed at the end of the training epoch, when Lightning has both this epoch's
     mean training loss and the ``val_loss`` of its validation; a resumed run starts "best" afresh.
+    An epoch still running after ``progress_after_s`` also says how far it has got at each quarter
+    (``epoch 2/10  50 % of 1147 batches  9.1 min``), so a log of long epochs shows signs of life.
     """
 
-    def __init__(self, prefix: str = "") -> None:
+    QUARTERS = (0.25, 0.5, 0.75)
+
+    def __init__(self, prefix: str = "", progress_after_s: float = 120.0) -> None:
         self.prefix = prefix
+        self.progress_after_s = progress_after_s
         self._start = 0.0
         self._best: float | None = None
+        self._quarters_left: list[float] = []
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()
+        self._quarters_left = list(self.QUARTERS)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        total = trainer.num_training_batches
+        if not self._quarters_left or not isinstance(total, int) or total <= 0:
+            return
+        done = (batch_idx + 1) / total
+        if done < self._quarters_left[0]:
+            return
+        while self._quarters_left and done >= self._quarters_left[0]:
+            quarter = self._quarters_left.pop(0)
+        elapsed = time.perf_counter() - self._start
+        if elapsed >= self.progress_after_s:
+            print(f"{self.prefix}epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  {quarter * 100:.0f} % of {total} "
+                  f"batches  {elapsed / 60:.1f} min", file=sys.stderr, flush=True)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         metrics = trainer.callback_metrics

@@ -236,3 +236,17 @@ def test_background_runs_log_one_line_per_epoch(tmp_path, tiny_config, quiet, ca
         improved = logged[k] <= best_so_far[k - 1]
         assert ("(best)" in line) == improved
     assert min(logged) == pytest.approx(result["best_val_loss"], rel=1e-6)
+    assert " % of " not in capsys.readouterr().err  # short epochs: no progress lines
+
+
+def test_long_epochs_also_log_each_quarter(tmp_path, tiny_config, quiet, capsys):
+    from damcha_ts.training.callbacks import EpochLog
+
+    run_experiment(
+        tiny_config("training.max_epochs=1"), tmp_path, evaluate_test=False, progress=False,
+        trainer_kwargs={"limit_train_batches": 8, "limit_val_batches": 2, **quiet,
+                        "callbacks": [EpochLog(progress_after_s=0.0)]},
+    )
+    lines = [line for line in capsys.readouterr().err.splitlines() if " % of " in line]
+    assert [line.split()[2] for line in lines] == ["25", "50", "75"]
+    assert all(line.startswith("epoch 1/1") and "of 8 batches" in line for line in lines)
