@@ -209,6 +209,8 @@ class Forecaster:
         from damcha_ts.data.registry import is_benchmark_name
 
         options = {k: v for k, v in self.data_config.items() if k not in ("dataset", "seq_len", "pred_len")}
+        if str(data) != str(self.data_config.get("dataset")):
+            options.pop("path", None)  # where the fitted benchmark's file lies, not this data's
         if self.freq is not None and not (isinstance(data, str) and is_benchmark_name(data)):
             options.setdefault("freq", self.freq)
         if not (isinstance(data, str) and is_benchmark_name(data)):

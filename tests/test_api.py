@@ -346,3 +346,9 @@ def test_a_csv_fitted_with_read_options_is_read_the_same_way_later(etth1, tmp_pa
     loaded = Forecaster.load(tmp_path / "model")
     assert loaded.evaluate() == scores
     pd.testing.assert_frame_equal(loaded.predict(tmp_path / "data" / "series.csv"), expected)
+
+
+def test_evaluating_another_benchmark_does_not_reuse_the_fitted_ones_file(data_root):
+    fitted = tiny().fit("ETTh1", path=str(data_root / "ETTh1.csv.gz"))
+    scores = fitted.evaluate("ETTh2")  # not ETTh1's file checked against ETTh2's checksum
+    assert scores["dataset"] == "ETTh2" and scores["windows"] == 2880 - 24 + 1  # its 4 test months, H=24

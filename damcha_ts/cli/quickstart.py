@@ -53,6 +53,11 @@ def run(args: argparse.Namespace) -> int:
     config = load_run_config(CONFIG, horizon=HORIZON, overrides=args.overrides)
     out_dir = Path(args.out)
     result = run_experiment(config, out_dir, progress=sys.stderr.isatty(), trainer_kwargs=trainer_kwargs(args))
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    if rank_zero_only.rank != 0:
+        # Under DDP (several GPUs) every rank returns here; rank 0 wrote model/ and speaks for the run.
+        return 0
     result["plot"] = str(write_forecast_plot(out_dir, config))
     result["published_itransformer"] = published_itransformer()
     if args.json:

@@ -19,6 +19,7 @@ import os
 import socket
 import uuid
 import warnings
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,6 +54,11 @@ def open_csv(path: str | os.PathLike) -> contextlib.AbstractContextManager:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
+# What reading a damaged file raises: a cut-off or non-gzip .gz gives EOFError, BadGzipFile (an
+# OSError) or zlib.error.
+_UNREADABLE = (EOFError, OSError, zlib.error)
+
+
 def file_sha256(path: str | os.PathLike) -> str:
     """sha256 hex digest of the CSV content (decompressed first for ``.gz``), memoised per file."""
     path = Path(path).resolve()
@@ -74,7 +80,13 @@ def verify_file(path: str | os.PathLike, spec: DatasetSpec | str) -> str:
     for the dataset, warns that the file cannot be verified and returns the actual digest.
     """
     spec = get_spec(spec)
-    actual = file_sha256(path)
+    try:
+        actual = file_sha256(path)
+    except _UNREADABLE as exc:
+        raise ChecksumError(
+            f"{spec.name}: {path} cannot be read ({type(exc).__name__}: {exc}), e.g. a cut-off download; "
+            f"it was not used. Delete it or replace it with the canonical file (see datasets/{spec.name}.md)."
+        ) from exc
     if spec.sha256 is None:
         warnings.warn(
             f"{spec.name}: the registry has no sha256 for {spec.filename}, so {path} cannot be "
@@ -92,9 +104,12 @@ def verify_file(path: str | os.PathLike, spec: DatasetSpec | str) -> str:
 
 
 def checksum_status(path: str | os.PathLike, spec: DatasetSpec | str) -> dict[str, str | None]:
-    """``{"status": "verified"|"mismatch"|"unverifiable", "expected": ..., "actual": ...}``."""
+    """``{"status": "verified"|"mismatch"|"unverifiable"|"unreadable", "expected": ..., "actual": ...}``."""
     spec = get_spec(spec)
-    actual = file_sha256(path)
+    try:
+        actual = file_sha256(path)
+    except _UNREADABLE:
+        return {"status": "unreadable", "expected": spec.sha256, "actual": None}
     if spec.sha256 is None:
         status = "unverifiable"
     else:

@@ -114,6 +114,20 @@ def test_search_skips_a_corrupted_copy_and_reports_it(data_root, tmp_path, monke
         assert locate_dataset("ETTh1", download=False) == cache / "ETT-small" / "ETTh1.csv.gz"
 
 
+def test_a_cut_off_gzip_copy_is_skipped_like_a_corrupted_one(data_root, tmp_path, monkeypatch):
+    cut = tmp_path / "data" / "ETTh1.csv.gz"
+    cut.parent.mkdir()
+    cut.write_bytes((data_root / "ETTh1.csv.gz").read_bytes()[:200_000])  # a download that stopped
+    assert checksum_status(cut, "ETTh1")["status"] == "unreadable"
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shutil.copy(data_root / "ETTh1.csv.gz", cache / "ETTh1.csv.gz")
+    monkeypatch.setenv("DAMCHA_TS_DATA", str(cut.parent))
+    monkeypatch.setenv("DAMCHA_TS_CACHE", str(cache))
+    with pytest.warns(DataWarning, match="cannot be read"):
+        assert locate_dataset("ETTh1", download=False) == cache / "ETTh1.csv.gz"
+
+
 def test_missing_file_lists_every_place_searched(tmp_path, monkeypatch):
     monkeypatch.setenv("DAMCHA_TS_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(DatasetNotFoundError) as caught:

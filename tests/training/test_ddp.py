@@ -61,3 +61,21 @@ def test_fit_command_under_ddp_speaks_once(tmp_path, data_root):
     assert len(lines) == 1
     result = json.loads(lines[0])
     assert result["world_size"] == 2 and Path(result["plot"]) == out / "forecast.png" and (out / "forecast.png").is_file()
+
+
+def test_quickstart_under_ddp_speaks_once(tmp_path, data_root):
+    """On a machine with several GPUs the quickstart trains with DDP; only rank 0 plots and prints."""
+    out = tmp_path / "quick"
+    env = {**os.environ, "DAMCHA_TS_DATA": str(data_root), "OMP_NUM_THREADS": "1"}
+    command = [
+        sys.executable, "-m", "damcha_ts.cli.main", "quickstart", "--out", str(out),
+        "--set", "model.d_model=16", "--set", "model.d_ff=16", "--set", "model.n_heads=2",
+        "--set", "model.generator_hidden=[8]", "--set", "training.max_epochs=1",
+        "--trainer", "accelerator=cpu", "--trainer", "devices=2", "--trainer", "strategy=ddp",
+        "--trainer", "limit_train_batches=2", "--trainer", "limit_val_batches=2", "--json",
+    ]
+    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 and json.loads(lines[0])["world_size"] == 2
+    assert (out / "forecast.png").is_file()
