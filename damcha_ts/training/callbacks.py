@@ -72,7 +72,8 @@ class EpochLog(L.Callback):
 
     ``best`` is the lowest validation MSE of the epochs before; an epoch that improves on it says
     ``(best)`` instead. Printed at the end of the training epoch, when Lightning has both this epoch's
-    mean training loss and the ``val_loss`` of its validation; a resumed run starts "best" afresh.
+    mean training loss and the ``val_loss`` of its validation; a resumed run takes "best" from the
+    restored best checkpoint.
     An epoch still running after ``progress_after_s`` also says how far it has got at each quarter
     (``epoch 2/10  50 % of 1147 batches  9.1 min``), so a log of long epochs shows signs of life.
     """
@@ -85,6 +86,11 @@ class EpochLog(L.Callback):
         self._start = 0.0
         self._best: float | None = None
         self._quarters_left: list[float] = []
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        checkpoint = trainer.checkpoint_callback  # restored before training starts on a resume
+        if checkpoint is not None and checkpoint.best_model_score is not None:
+            self._best = float(checkpoint.best_model_score)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()

@@ -110,6 +110,19 @@ def test_resuming_a_run_that_stopped_early_trains_no_further(config, tmp_path, q
     assert {k: again[k] for k in KEYS} == {k: first[k] for k in KEYS}
 
 
+def test_a_resumed_runs_log_compares_with_the_best_epoch_before_the_interruption(config, tmp_path, quiet, capsys):
+    spoil = SpoilAfterFirstEpoch()  # epoch 1 is the best; the later ones are worse
+    with pytest.raises(Interrupted):
+        run_experiment(config, tmp_path, progress=False,
+                       trainer_kwargs={**BUDGET, **quiet, "callbacks": [spoil, InterruptInSecondEpoch()]})
+    capsys.readouterr()
+    run_experiment(config, tmp_path, resume=True, progress=False, trainer_kwargs={**BUDGET, **quiet, "callbacks": [spoil]})
+    lines = [line.strip() for line in capsys.readouterr().err.splitlines() if line.strip().startswith("epoch ")]
+    best = read_run_curves(tmp_path)["val_loss"][0]
+    assert [line.split()[1] for line in lines] == ["2/3", "3/3"]
+    assert all("(best)" not in line and f"best {best:.4f}" in line for line in lines)
+
+
 def test_resume_refuses_a_different_config(config, reference, tmp_path, quiet):
     from damcha_ts.training import load_run_config
 
