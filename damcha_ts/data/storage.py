@@ -156,7 +156,14 @@ def locate_dataset(name: str | DatasetSpec, path: str | os.PathLike | None = Non
             if not found:
                 listed = ", ".join(str(c) for c in _candidates(spec, given))
                 raise DatasetNotFoundError(f"{spec.name}: none of {listed} exists. {_how_to_provide(spec)}")
-            given = found[0]
+            # The first copy that verifies (a bad ETTh1.csv must not hide a good ETTh1.csv.gz).
+            for candidate in found[:-1]:
+                try:
+                    verify_file(candidate, spec)
+                    return candidate
+                except ChecksumError as exc:
+                    warnings.warn(f"{exc} Looking further.", DataWarning, stacklevel=2)
+            given = found[-1]
         elif not given.is_file():
             raise DatasetNotFoundError(f"{spec.name}: no such file: {given}. {_how_to_provide(spec)}")
         verify_file(given, spec)
@@ -181,6 +188,8 @@ def locate_dataset(name: str | DatasetSpec, path: str | os.PathLike | None = Non
     if download:
         try:
             return download_dataset(spec)
+        except ChecksumError as exc:  # a download that does not verify joins the rejected files
+            rejected.append(exc)
         except DatasetNotFoundError as exc:
             failures.append(str(exc))
     else:

@@ -128,6 +128,27 @@ def test_a_cut_off_gzip_copy_is_skipped_like_a_corrupted_one(data_root, tmp_path
         assert locate_dataset("ETTh1", download=False) == cache / "ETTh1.csv.gz"
 
 
+def test_a_folder_with_a_bad_and_a_good_copy_gives_the_good_one(data_root, tmp_path):
+    _corrupt_copy(data_root / "ETTh1.csv.gz", tmp_path / "ETTh1.csv")  # found first, does not verify
+    shutil.copy(data_root / "ETTh1.csv.gz", tmp_path / "ETTh1.csv.gz")
+    with pytest.warns(DataWarning, match="checksum mismatch"):
+        assert locate_dataset("ETTh1", path=tmp_path) == tmp_path / "ETTh1.csv.gz"
+
+
+def test_a_download_that_does_not_verify_is_reported_with_the_search(tmp_path, monkeypatch):
+    from damcha_ts.data import storage
+
+    monkeypatch.setenv("DAMCHA_TS_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("DAMCHA_TS_CACHE", str(tmp_path / "cache"))
+
+    def bad_download(spec):
+        raise ChecksumError(f"{spec.name}: the downloaded file does not verify")
+
+    monkeypatch.setattr(storage, "download_dataset", bad_download)
+    with pytest.raises(ChecksumError, match=r"(?s)Searched:.*does not verify"):
+        locate_dataset("ETTh1", download=True)
+
+
 def test_missing_file_lists_every_place_searched(tmp_path, monkeypatch):
     monkeypatch.setenv("DAMCHA_TS_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(DatasetNotFoundError) as caught:
