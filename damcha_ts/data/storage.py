@@ -88,9 +88,12 @@ def verify_file(path: str | os.PathLike, spec: DatasetSpec | str) -> str:
             f"it was not used. Delete it or replace it with the canonical file (see datasets/{spec.name}.md)."
         ) from exc
     if spec.sha256 is None:
+        problem = _shape_problem(Path(path), spec)
+        if problem is not None:
+            raise ChecksumError(f"{spec.name}: {path} is not the benchmark file: {problem}; it was not used.")
         warnings.warn(
             f"{spec.name}: the registry has no sha256 for {spec.filename}, so {path} cannot be "
-            f"verified (its sha256 is {actual}).",
+            f"verified beyond its shape (its sha256 is {actual}).",
             DataWarning,
             stacklevel=2,
         )
@@ -265,17 +268,24 @@ def download_dataset(name: str | DatasetSpec, dest_dir: str | os.PathLike | None
     raise DatasetNotFoundError(f"{spec.name}: download failed:\n  " + "\n  ".join(network_failures))
 
 
-def _downloaded_file_problem(path: Path, spec: DatasetSpec) -> str | None:
-    actual = file_sha256(path)
-    if spec.sha256 is not None:
-        return None if actual == spec.sha256 else f"expected sha256 {spec.sha256}, got {actual}"
-    # No digest to compare: at least catch a truncated transfer by its shape.
+def _shape_problem(path: Path, spec: DatasetSpec) -> str | None:
+    """Without a digest to compare, at least catch a truncated file by its shape."""
     rows, header_fields, last_fields = _csv_shape(path)
     if rows != spec.n_rows or header_fields != spec.n_variates or last_fields != header_fields:
         return (
             f"expected {spec.n_rows} rows x {spec.n_variates} variates, got {rows} rows, "
             f"{header_fields} variates in the header and {last_fields} on the last line (truncated?)"
         )
+    return None
+
+
+def _downloaded_file_problem(path: Path, spec: DatasetSpec) -> str | None:
+    actual = file_sha256(path)
+    if spec.sha256 is not None:
+        return None if actual == spec.sha256 else f"expected sha256 {spec.sha256}, got {actual}"
+    problem = _shape_problem(path, spec)
+    if problem is not None:
+        return problem
     warnings.warn(
         f"{spec.name}: downloaded without checksum verification (the registry has no sha256; its "
         f"sha256 is {actual}).",

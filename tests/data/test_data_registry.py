@@ -161,13 +161,17 @@ def test_missing_file_lists_every_place_searched(tmp_path, monkeypatch):
         locate_dataset("ETTh1", tmp_path / "missing.csv")
 
 
-def test_exchange_without_digest_warns_that_it_cannot_verify(tmp_path):
-    # A stand-in file of the right name: only the "no digest" path is under test here.
+def test_exchange_without_digest_is_checked_by_shape_and_warns(tmp_path):
+    # Stand-in files of the right name: only the "no digest" path is under test here.
     path = tmp_path / "exchange_rate.csv"
-    path.write_text("date,0,OT\n1990/1/1 0:00,0.7,0.5\n")
-    with pytest.warns(DataWarning, match="cannot be verified"):
+    rows = [f"1990/1/{1 + i % 28} 0:00," + ",".join(["0.5"] * 8) for i in range(7588)]
+    path.write_text("date,0,1,2,3,4,5,6,OT\n" + "\n".join(rows) + "\n")
+    with pytest.warns(DataWarning, match="cannot be verified beyond its shape"):
         assert locate_dataset("Exchange", path) == path
     assert checksum_status(path, "Exchange")["status"] == "unverifiable"
+    path.write_text("date,0,1,2,3,4,5,6,OT\n" + "\n".join(rows[:5000]) + "\n")  # cut off
+    with pytest.raises(ChecksumError, match="expected 7588 rows x 8 variates, got 5000 rows"):
+        locate_dataset("Exchange", path)
 
 
 def test_importing_the_data_package_stays_light():
