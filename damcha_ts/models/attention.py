@@ -363,13 +363,17 @@ class DamchaAttention(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, AttentionRecord | None]:
         """x [B, T, D] -> (y [B, T, D], AttentionRecord with weights and metrics if ``need_weights``)."""
+        full_metric = None
         if head_metrics is None:
             if self.metric_generator is None:
                 raise ConfigError(
                     "this DamchaAttention has no metric generator of its own (share_generator=True): "
                     "pass the stack's head_metrics"
                 )
-            head_metrics = self.metric_generator(x, key_padding_mask, is_causal)
+            if need_weights:  # M from the same generator pass as the metrics used (one dropout draw)
+                head_metrics, full_metric = self.metric_generator.with_full_metric(x, key_padding_mask, is_causal)
+            else:
+                head_metrics = self.metric_generator(x, key_padding_mask, is_causal)
         x_heads = split_heads(x, self.n_heads)
         value = split_heads(self.value_projection(x), self.n_heads)
         dropout_p = self.dropout if self.training else 0.0
@@ -380,10 +384,7 @@ class DamchaAttention(nn.Module):
         y = project_output(self.out_projection, out, key_padding_mask)
         if not need_weights:
             return y, None
-        full_metric = None
-        generator = self.metric_generator
-        if generator is not None and generator.parameterization == "full":
-            full_metric = generator.full_metric(x, key_padding_mask, is_causal).detach()
+        full_metric = full_metric.detach() if full_metric is not None else None
         return y, AttentionRecord(weights.detach(), head_metrics.detach(), full_metric)
 
 

@@ -124,10 +124,12 @@ class Encoder(nn.Module):
         head_metrics = None
         generator = self.shared_metric_generator
         if generator is not None:
-            head_metrics = generator(x, key_padding_mask, is_causal)
             full_metric = None
-            if need_weights and generator.parameterization == "full":
-                full_metric = generator.full_metric(x, key_padding_mask, is_causal).detach()
+            if need_weights:  # M from the same generator pass as the metrics used (one dropout draw)
+                head_metrics, full_metric = generator.with_full_metric(x, key_padding_mask, is_causal)
+                full_metric = full_metric.detach() if full_metric is not None else None
+            else:
+                head_metrics = generator(x, key_padding_mask, is_causal)
         records = []
         for layer in self.layers:
             x, record = layer(x, key_padding_mask, is_causal, head_metrics, need_weights)

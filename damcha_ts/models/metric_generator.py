@@ -131,16 +131,30 @@ class MetricGenerator(nn.Module):
 
     def metrics_from_context(self, context: Tensor) -> Tensor:
         """context [..., D] -> head metrics [..., H, dh, dh]."""
-        hidden = self.hidden_layers(context)
+        return self._head_metrics(self.hidden_layers(context))
+
+    def _head_metrics(self, hidden: Tensor) -> Tensor:
+        """hidden [..., w] -> head metrics [..., H, dh, dh]."""
         weight, bias = self.reduced_last_layer()
         metrics = nn.functional.linear(hidden, weight, bias)
-        return metrics.view(*context.shape[:-1], self.n_heads, self.head_dim, self.head_dim)
+        return metrics.view(*hidden.shape[:-1], self.n_heads, self.head_dim, self.head_dim)
 
     def forward(
         self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
     ) -> Tensor:
         """tokens [B, T, D] -> head metrics [B, H, dh, dh] (causal: [B, T, H, dh, dh])."""
         return self.metrics_from_context(mean_context(tokens, key_padding_mask, is_causal))
+
+    def with_full_metric(
+        self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """(head metrics, the cross-head metric M [B, D, D] or None unless ``"full"``) from one pass
+        through the hidden layers, so in training mode both see the same dropout draw."""
+        hidden = self.hidden_layers(mean_context(tokens, key_padding_mask, is_causal))
+        if self.parameterization != "full":
+            return self._head_metrics(hidden), None
+        metric = nn.functional.linear(hidden, self.output_weight, self.output_bias)
+        return self._head_metrics(hidden), metric.view(*hidden.shape[:-1], self.d_model, self.d_model)
 
     def full_metric(
         self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
@@ -151,9 +165,7 @@ class MetricGenerator(nn.Module):
                 "the full cross-head metric needs parameterization='full'; 'compact' stores only the "
                 "block-row sums"
             )
-        hidden = self.hidden_layers(mean_context(tokens, key_padding_mask, is_causal))
-        metric = nn.functional.linear(hidden, self.output_weight, self.output_bias)
-        return metric.view(*hidden.shape[:-1], self.d_model, self.d_model)
+        return self.with_full_metric(tokens, key_padding_mask, is_causal)[1]
 
 
 class StaticMetric(nn.Module):
@@ -185,6 +197,12 @@ class StaticMetric(nn.Module):
             return self.reduced_metric
         H, dh = self.n_heads, self.head_dim
         return self.metric.view(H, dh, H, dh).sum(dim=2)
+
+    def with_full_metric(
+        self, tokens: Tensor | None = None, key_padding_mask: Tensor | None = None, is_causal: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """(head metrics, M0 [D, D] or None unless ``"full"``), as for :class:`MetricGenerator`."""
+        return self(), (self.metric if self.parameterization == "full" else None)
 
     def full_metric(
         self, tokens: Tensor | None = None, key_padding_mask: Tensor | None = None, is_causal: bool = False

@@ -168,6 +168,16 @@ def test_need_weights_reports_metrics_and_the_full_metric(float64, block_row_sum
     assert compact_record.full_metric is None and compact_record.head_metrics.shape == (2, H, DH, DH)
 
 
+def test_in_training_mode_the_reported_full_metric_is_the_one_the_layer_used(float64, block_row_sum):
+    # The generator's dropout draws anew on each pass: M must come from the pass that gave the metrics.
+    torch.manual_seed(7)
+    x = torch.randn(2, 4, D)
+    layer = damcha_layer("full", backend="sdpa")
+    layer.metric_generator.hidden_layers[2].p = 0.5  # dropout after the first hidden layer
+    _, record = layer.train()(x, need_weights=True)
+    torch.testing.assert_close(block_row_sum(record.full_metric, H), record.head_metrics)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Backend dispatch (the triton kernel itself is tested with the kernels)
 
