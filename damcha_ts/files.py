@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -30,3 +32,22 @@ def write_atomically(path: str | Path, content: bytes | str) -> Path:
     finally:
         os.close(directory)
     return path
+
+
+@contextlib.contextmanager
+def locked_folder(folder: str | Path, *, wait: bool = True) -> Iterator[bool]:
+    """An advisory ``flock`` on a folder, held until the block ends; yields whether it is held.
+    A folder, not a file: files replaced with ``os.replace`` change inode, and a lock file would
+    lie beside the results. ``wait=False`` yields False at once when another process holds it."""
+    import fcntl
+
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+        else:
+            yield True
+    finally:
+        os.close(descriptor)  # closing releases the lock

@@ -10,13 +10,10 @@ learned per-head metrics for DAMCHA models) is saved for the report's plots. A n
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import math
-import os
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,28 +149,16 @@ class CellBusy(Exception):
     """Another process is running this cell (two runners with overlapping grids): skip it here."""
 
 
-@contextlib.contextmanager
-def _cell_lock(run_dir: Path) -> Iterator[None]:
-    """Hold the cell's run folder for as long as it trains: a second runner would otherwise train
-    in the same folder and, starting afresh, delete the first one's checkpoints."""
-    import fcntl
-
-    run_dir.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(run_dir, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise CellBusy(f"{run_dir} is in use by another leaderboard process") from exc
-        yield
-    finally:
-        os.close(descriptor)  # closing releases the lock
-
-
 def _run_neural(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
+    from damcha_ts.files import locked_folder
     from damcha_ts.training import run_experiment
 
-    with _cell_lock(resolved.run_dir):
+    resolved.run_dir.mkdir(parents=True, exist_ok=True)
+    # Held while the cell trains: a second runner would otherwise train in the same folder and,
+    # starting afresh, delete this one's checkpoints.
+    with locked_folder(resolved.run_dir, wait=False) as held:
+        if not held:
+            raise CellBusy(f"{resolved.run_dir} is in use by another leaderboard process")
         _drop_unreadable_checkpoint(resolved.run_dir)
         trainer_kwargs = {**device_trainer_kwargs, **resolved.trainer_overrides}
         result = run_experiment(

@@ -7,16 +7,14 @@ old file or the new one, and a process killed at any moment loses at most the ro
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import math
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from damcha_ts.errors import DataError
-from damcha_ts.files import write_atomically
+from damcha_ts.files import locked_folder, write_atomically
 
 # The issue fixes the first six columns; the rest say how the number was produced.
 RESULT_COLUMNS = (
@@ -93,21 +91,9 @@ def _format(value) -> str:
     return str(value)
 
 
-@contextlib.contextmanager
-def exclusive_lock(path: Path) -> Iterator[None]:
-    """An advisory lock on the CSV's folder, so two runners never interleave their rewrites.
-
-    The folder, not the file, is locked: ``os.replace`` swaps the file's inode, and a lock file
-    would be one more thing lying next to the committed results.
-    """
-    import fcntl
-
-    descriptor = os.open(path.parent, os.O_RDONLY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(descriptor)  # closing releases the lock
+def exclusive_lock(path: Path):
+    """A lock on the CSV's folder, so two runners never interleave their rewrites of ``path``."""
+    return locked_folder(path.parent)
 
 
 def _temporary_files(path: Path) -> list[Path]:

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from damcha_ts.errors import DataError
-from damcha_ts.leaderboard import results as results_module
+from damcha_ts import files as files_module
 from damcha_ts.leaderboard.results import RESULT_COLUMNS, append_result, cell_key, read_results
 
 
@@ -62,7 +62,7 @@ def test_a_write_that_dies_before_the_rename_leaves_the_old_file(tmp_path, monke
     def crash(*args, **kwargs):
         raise OSError("simulated crash between writing the temp file and the rename")
 
-    monkeypatch.setattr(results_module.os, "replace", crash)
+    monkeypatch.setattr(files_module.os, "replace", crash)  # inside write_atomically
     with pytest.raises(OSError, match="simulated crash"):
         append_result(path, make_row(seed=2))
     assert path.read_bytes() == before
