@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 from damcha_ts.cli.arguments import add_json_flag
@@ -51,6 +52,11 @@ def register(subparsers) -> None:
         help="without a GPU: run N cells at once, the cores split between them (default 1: one cell, every core)",
     )
     parser.add_argument("--report-only", action="store_true", help="only regenerate the report from the CSV")
+    parser.add_argument(
+        "--merge", action="append", default=[], metavar="CSV",
+        help="first add the finished cells of another machine's results CSV (with their curves and "
+             "samples from beside it); implies --report-only (repeatable)",
+    )
     add_json_flag(parser, "one JSON summary")
     parser.add_argument("--data-dir", help="folder holding the dataset files (sets DAMCHA_TS_DATA)")
     parser.add_argument("--runs-dir", help=f"per-cell run folders (default: <project>/{DEFAULT_RUNS})")
@@ -120,9 +126,16 @@ def run(args: argparse.Namespace) -> int:
     only = tuple(dict.fromkeys(_canonical(name, grids) for name in args.only_dataset))
     only_models = tuple(dict.fromkeys(_known_model(label, grids) for label in args.only_model))
 
+    if args.merge:
+        from damcha_ts.leaderboard.merge import merge_results
+
+        for source in args.merge:
+            for row in merge_results(source, results):
+                print(f"merged {row['dataset']} {row['model']} H={row['horizon']} seed={row['seed']}: "
+                      f"mse={row['mse']:.4f} ({row['hardware']})", file=sys.stderr)
     summaries = []
     budget = args.max_cells
-    for grid in [] if args.report_only else grids:
+    for grid in [] if args.report_only or args.merge else grids:
         summary = run_leaderboard(
             grid, results, runs_dir=runs_dir, only_datasets=only, only_models=only_models, max_cells=budget,
             download=not args.no_download, cpu_jobs=args.cpu_jobs,
