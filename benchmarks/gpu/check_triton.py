@@ -4,7 +4,7 @@
 
 Needs one CUDA GPU (exits with status 2 without one) and runs in about 5 minutes on an H200, most
 of it Triton compiling and autotuning on first use. It needs neither optuna nor gluonts. Sections,
-described in report order (they run in the order 2, 3, 1, so that the timed ones have the GPU alone):
+described in report order (they run in the order 2, 3, 1, 4, so that the timed ones have the GPU alone):
 
 1. correctness: the "triton" backend against the "math" backend run in float64 on the same
    (rounded) inputs, forward output and the gradients of x, head_metrics and value, at the
@@ -16,7 +16,9 @@ described in report order (they run in the order 2, 3, 1, so that the timed ones
    for the whole attention module (projections included, under bf16 autocast), plus peak memory;
 3. training: one full bf16-mixed training step (forward, MSE loss, backward, AdamW step) of
    DAMCHA-iTransformer at the Traffic config (d_model 512, 4 layers, 8 heads, d_ff 512,
-   N = 862 + 4 tokens, batch 16) with each backend, and of the MHA iTransformer for scale.
+   N = 862 + 4 tokens, batch 16) with each backend, and of the MHA iTransformer for scale;
+4. profile: torch.profiler tables (host and device time per op) of five core fwd+bwd steps of
+   the triton and sdpa backends at the first and last timing shapes.
 
 Writes benchmarks/results/triton_gpu.json and triton_gpu.md (and copies them into --out-dir).
 Exit status: 0 when every correctness check passed, 1 when one failed or a section crashed.
@@ -222,6 +224,44 @@ def autotuned_configs() -> dict:
             for name in ("forward", "backward_key", "backward_query")}
 
 
+def profile_backends() -> list[dict]:
+    """Where one core fwd+bwd spends its time, host and device, per backend (torch.profiler).
+
+    The timing section saw the Triton backend's fwd+bwd take about the same time at N=11 as at
+    N=866, which points at host-side cost rather than kernel throughput; this table says which.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from damcha_ts.models.attention import damcha_attention
+
+    rows = []
+    for B, T, D, H in (TIMING_SHAPES[0], TIMING_SHAPES[2]):
+        dh = D // H
+        x = torch.randn(B, T, D, device=DEVICE, dtype=torch.bfloat16).view(B, T, H, dh).transpose(1, 2)
+        metrics = (torch.randn(B, H, dh, dh, device=DEVICE) / math.sqrt(dh)).to(torch.bfloat16)
+        value = torch.randn_like(x)
+        grad_out = torch.randn(B, H, T, dh, device=DEVICE, dtype=torch.bfloat16)
+        for backend in ("triton", "sdpa"):
+            leaves = [t.detach().clone().requires_grad_() for t in (x, metrics, value)]
+
+            def step(leaves=leaves, backend=backend):
+                torch.autograd.grad(damcha_attention(*leaves, backend=backend)[0], leaves, grad_out)
+
+            for _ in range(3):
+                step()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(5):
+                    step()
+                torch.cuda.synchronize()
+            table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+            rows.append({"B": B, "tokens": T, "d_model": D, "heads": H, "backend": backend, "steps": 5,
+                         "table": table})
+            log(f"profile {backend} B={B} T={T}:\n{table}")
+    return rows
+
+
 # ------------------------------------------------------------------------------------------------
 # 3. One training step at the Traffic config
 
@@ -315,6 +355,9 @@ def markdown(report: dict) -> str:
         for row in report["training_step"]:
             lines.append(f"| {row['model']} | {row['attn_backend']} | {row['median_ms']:.2f} | {row['peak_extra_mib']:.0f} |")
         lines.append("")
+    for row in report.get("profile", []):
+        lines += [f"## Profile: {row['backend']}, B={row['B']} N={row['tokens']} D={row['d_model']}, "
+                  f"{row['steps']} core fwd+bwd steps", "", "```", row["table"], "```", ""]
     if report.get("target"):
         t = report["target"]
         lines += [f"Target: {t['description']}: ratio {t.get('ratio')}, met: {t.get('met')}.", ""]
@@ -363,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         ("timing", lambda: [time_shape(*shape, args.warmup, args.iters) for shape in TIMING_SHAPES]),
         ("training_step", lambda: time_training_steps(args.warmup, max(5, args.iters // 2))),
         ("correctness", check_correctness),
+        ("profile", profile_backends),
     )
     for name, run in sections:
         log(f"--- {name}")

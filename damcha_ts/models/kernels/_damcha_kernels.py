@@ -72,13 +72,15 @@ def _visible_keys(KEEP, stride_keep_b, batch, key_rows, num_tokens, HAS_KEEP: tl
 
 @triton.jit
 def _dropout_keep(seed, batch_head, query_rows, key_rows, num_tokens, dropout_p):
-    """[BLOCK_M, BLOCK_N] bool keep mask of attention dropout.
+    """Keep mask of attention dropout for query_rows x key_rows, given as broadcastable 2-D index
+    tensors: [BLOCK_M, 1] and [1, BLOCK_N] give the [BLOCK_M, BLOCK_N] tile, [1, BLOCK_M] and
+    [BLOCK_N, 1] its transpose.
 
     Philox is counter based: the forward and both backward kernels regenerate exactly the same mask
-    from (seed, batch*H + head, query, key), so the mask never goes to memory.
+    from (seed, batch*H + head, query, key), in either orientation, so the mask never goes to memory.
     """
     query_index = batch_head.to(tl.int64) * num_tokens + query_rows.to(tl.int64)
-    offsets = query_index[:, None] * num_tokens + key_rows.to(tl.int64)[None, :]
+    offsets = query_index * num_tokens + key_rows.to(tl.int64)
     return tl.rand(seed, offsets) >= dropout_p
 
 
@@ -135,7 +137,7 @@ def damcha_fwd_kernel(
         rescale = tl.exp2(row_max - shift)
         row_sum = row_sum * rescale + tl.sum(probs, 1)
         if HAS_DROPOUT:
-            keep = _dropout_keep(seed, batch_head, query_rows, key_rows, num_tokens, dropout_p)
+            keep = _dropout_keep(seed, batch_head, query_rows[:, None], key_rows[None, :], num_tokens, dropout_p)
             # The normaliser uses the undropped weights: dropout acts on softmax(S), not inside it.
             probs = tl.where(keep, probs / (1.0 - dropout_p), 0.0)
         acc = acc * rescale[:, None] + _dot(probs, values, DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)
@@ -167,7 +169,7 @@ def _probs_and_score_grad(
     grad_probs = _dot(grad_out, tl.trans(values), DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)
     dropped_probs = probs
     if HAS_DROPOUT:
-        keep = _dropout_keep(seed, batch_head, query_rows, key_rows, num_tokens, dropout_p)
+        keep = _dropout_keep(seed, batch_head, query_rows[:, None], key_rows[None, :], num_tokens, dropout_p)
         dropped_probs = tl.where(keep, probs / (1.0 - dropout_p), 0.0)
         grad_probs = tl.where(keep, grad_probs / (1.0 - dropout_p), 0.0)
     grad_scores = probs * (grad_probs - delta[:, None])
@@ -212,23 +214,32 @@ def damcha_bwd_key_kernel(
     if HAS_DROPOUT:
         seed = tl.load(SEED)
 
+    # This program works in the transposed frame: tiles are [BLOCK_N keys, BLOCK_M queries], so
+    # dV = Pd^T dO and dX_key = dS^T q take the probability tiles as they come, rather than
+    # transposing an fp32 register tile each step (a round trip through shared memory).
     grad_values = tl.zeros([BLOCK_N, BLOCK_D], ACC_DTYPE)
     grad_keys = tl.zeros([BLOCK_N, BLOCK_D], ACC_DTYPE)
     for start in range(0, num_tokens, BLOCK_M):
         query_rows = start + tl.arange(0, BLOCK_M)
         query_exists = query_rows < num_tokens
-        query = _load_tile(QUERY, query_rows, dims, head_dim, 1, num_tokens, head_dim)
+        query_t = _load_tile(QUERY, dims, query_rows, 1, head_dim, head_dim, num_tokens)  # [D, M]
         grad_out = _load_tile(GRAD_OUT, query_rows, dims, stride_gt, stride_gd, num_tokens, head_dim)
         lse = tl.load(LSE + query_rows, mask=query_exists, other=float("inf"))
         delta = tl.load(DELTA + query_rows, mask=query_exists, other=0.0)
-        visible = query_exists[:, None] & key_visible[None, :]
-        dropped_probs, grad_scores = _probs_and_score_grad(
-            query, keys, values, grad_out, lse, delta, visible, seed, batch_head, query_rows,
-            key_rows, num_tokens, dropout_p,
-            HAS_DROPOUT, DOT_DTYPE, DOT_PRECISION, ACC_DTYPE,
-        )
-        grad_values += _dot(tl.trans(dropped_probs), grad_out, DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)
-        grad_keys += _dot(tl.trans(grad_scores), query, DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)
+        # The forward's scores, transposed: the same operands, so equal up to fp32 summation order.
+        scores_t = _dot(keys, query_t, DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)
+        visible_t = key_visible[:, None] & query_exists[None, :]
+        probs_t = tl.exp2(tl.where(visible_t, scores_t, float("-inf")) - lse[None, :])
+        grad_probs_t = _dot(values, tl.trans(grad_out), DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)
+        dropped_probs_t = probs_t
+        if HAS_DROPOUT:
+            keep_t = _dropout_keep(seed, batch_head, query_rows[None, :], key_rows[:, None], num_tokens,
+                                   dropout_p)
+            dropped_probs_t = tl.where(keep_t, probs_t / (1.0 - dropout_p), 0.0)
+            grad_probs_t = tl.where(keep_t, grad_probs_t / (1.0 - dropout_p), 0.0)
+        grad_scores_t = probs_t * (grad_probs_t - delta[None, :])
+        grad_values += _dot(dropped_probs_t, grad_out, DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)
+        grad_keys += _dot(grad_scores_t, tl.trans(query_t), DOT_DTYPE, DOT_PRECISION, ACC_DTYPE)
 
     GRAD_V += batch * stride_vb + head * stride_vh
     _store_tile(GRAD_V, grad_values, key_rows, dims, stride_vt, stride_vd, num_tokens, head_dim)
@@ -323,6 +334,6 @@ def dropout_keep_mask_kernel(
     KEEP_OUT += batch_head * num_tokens * num_tokens
     for start in range(0, num_tokens, BLOCK_N):
         key_rows = start + tl.arange(0, BLOCK_N)
-        keep = _dropout_keep(seed, batch_head, query_rows, key_rows, num_tokens, dropout_p)
+        keep = _dropout_keep(seed, batch_head, query_rows[:, None], key_rows[None, :], num_tokens, dropout_p)
         _store_tile(KEEP_OUT, keep.to(tl.uint8), query_rows, key_rows, num_tokens, 1,
                     num_tokens, num_tokens)

@@ -64,6 +64,11 @@ def _compute_dtype(x: Tensor, head_metrics: Tensor, value: Tensor) -> Optional[t
     return None
 
 
+@functools.cache
+def _triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None  # a file-system search: once is enough
+
+
 def triton_unsupported_reason(
     x: Tensor,
     head_metrics: Tensor,
@@ -77,7 +82,7 @@ def triton_unsupported_reason(
     Cheap and import-free (it never imports triton), so the dispatch can call it on every forward.
     Shapes are those of ``damcha_attention_triton``.
     """
-    if importlib.util.find_spec("triton") is None:
+    if not _triton_installed():
         return "triton is not installed"
     if need_weights:
         return "attention weights were requested (the fused kernel never forms them)"
@@ -176,7 +181,11 @@ class _DamchaAttentionFunction(torch.autograd.Function):
         dropout_seed = None
         if dropout_p > 0.0:
             dropout_seed = torch.randint(0, 2**31 - 1, (1,), dtype=torch.int64, device=x.device)
-        out, lse = _forward_op(x, head_metrics, value, key_padding_mask, dropout_seed, dropout_p, scale)
+        # Under torch.compile the registered op (one opaque graph node); in eager mode the launch
+        # function itself, which skips the op dispatcher's overhead (about 0.1 ms a call, as much
+        # as the whole kernel at ETT's and Weather's token counts).
+        forward = _forward_op if torch.compiler.is_compiling() else _forward_impl
+        out, lse = forward(x, head_metrics, value, key_padding_mask, dropout_seed, dropout_p, scale)
         ctx.save_for_backward(x, head_metrics, value, key_padding_mask, dropout_seed, out, lse)
         ctx.dropout_p, ctx.scale = dropout_p, scale
         return out
@@ -184,7 +193,8 @@ class _DamchaAttentionFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         x, head_metrics, value, key_padding_mask, dropout_seed, out, lse = ctx.saved_tensors
-        grad_x, grad_metrics, grad_value = _backward_op(
+        backward = _backward_op if torch.compiler.is_compiling() else _backward_impl
+        grad_x, grad_metrics, grad_value = backward(
             grad_out, x, head_metrics, value, key_padding_mask, dropout_seed, out, lse,
             ctx.dropout_p, ctx.scale,
         )
@@ -218,10 +228,11 @@ def _metric_strides(head_metrics: Tensor) -> tuple[int, int, int, int]:
 
 
 def tiles_to_benchmark(candidates, named_args, **_):
-    """The autotuner's candidates worth benchmarking for this call: at most two.
+    """The autotuner's candidates worth benchmarking for this call: at most three.
 
-    Every candidate costs a compile (seconds each, more in fp32), so only the two largest tiles that
-    are not taller than the token count are kept. Taller tiles only add masked work (ETT has 11
+    Every candidate costs a compile (seconds each, more in fp32), so only the three largest tiles
+    that are not taller than the token count are kept (sorted is stable: among tiles of one area,
+    the earlier candidate wins). Taller tiles only add masked work (ETT has 11
     tokens, Weather 25, Traffic 866); much smaller ones only add programs. When none fits, the
     smallest candidate runs.
     """
@@ -229,7 +240,7 @@ def tiles_to_benchmark(candidates, named_args, **_):
     kept = [c for c in candidates if all(tile <= limit for tile in c.kwargs.values())]
     if not kept:
         return [min(candidates, key=lambda c: sum(c.kwargs.values()))]
-    return sorted(kept, key=lambda c: -math.prod(c.kwargs.values()))[:2]
+    return sorted(kept, key=lambda c: -math.prod(c.kwargs.values()))[:3]
 
 
 @functools.cache
@@ -257,20 +268,24 @@ def _kernels() -> SimpleNamespace:
     # the work per tile. Tensor dtypes are added to the key by triton itself.
     key = ["num_tokens", "head_dim", "HAS_KEEP", "HAS_DROPOUT"]
     prune = {"early_config_prune": tiles_to_benchmark}
+    # Large tiles come in two or three warp/stage settings, since Hopper's best differs by kernel
+    # (deeper pipelines pay where a loop streams tiles; more warps where tiles are large).
     forward = triton.autotune(
-        configs(({"BLOCK_M": 128, "BLOCK_N": 64}, 8, 3), ({"BLOCK_M": 64, "BLOCK_N": 64}, 4, 3),
-                ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2), ({"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2)),
+        configs(({"BLOCK_M": 128, "BLOCK_N": 64}, 8, 3), ({"BLOCK_M": 128, "BLOCK_N": 64}, 4, 3),
+                ({"BLOCK_M": 64, "BLOCK_N": 64}, 4, 4), ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2),
+                ({"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2)),
         key=key, prune_configs_by=prune,
     )(kernels.damcha_fwd_kernel)
     # BLOCK_N is the key tile each program owns, BLOCK_M the query tile it streams.
     backward_key = triton.autotune(
-        configs(({"BLOCK_M": 64, "BLOCK_N": 128}, 8, 2), ({"BLOCK_M": 64, "BLOCK_N": 64}, 4, 2),
-                ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2), ({"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2)),
+        configs(({"BLOCK_M": 64, "BLOCK_N": 128}, 8, 2), ({"BLOCK_M": 32, "BLOCK_N": 128}, 4, 3),
+                ({"BLOCK_M": 64, "BLOCK_N": 64}, 4, 3), ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2),
+                ({"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2)),
         key=key, prune_configs_by=prune,
     )(kernels.damcha_bwd_key_kernel)
     # BLOCK_M comes from the caller here (it sizes the partial-dm buffer), so only BLOCK_N is tuned.
     backward_query = triton.autotune(
-        configs(({"BLOCK_N": 128}, 8, 2), ({"BLOCK_N": 64}, 4, 2), ({"BLOCK_N": 32}, 4, 2),
+        configs(({"BLOCK_N": 128}, 8, 2), ({"BLOCK_N": 64}, 4, 3), ({"BLOCK_N": 32}, 4, 3),
                 ({"BLOCK_N": 16}, 4, 2)),
         key=key + ["BLOCK_M"], prune_configs_by=prune,
     )(kernels.damcha_bwd_query_kernel)

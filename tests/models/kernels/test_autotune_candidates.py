@@ -1,4 +1,4 @@
-"""The autotuner benchmarks at most two tiles per call, the largest that the token count fills."""
+"""The autotuner benchmarks at most three tiles per call, the largest that the token count fills."""
 
 from __future__ import annotations
 
@@ -8,23 +8,24 @@ triton = pytest.importorskip("triton")
 
 from damcha_ts.models.kernels.triton_damcha import tiles_to_benchmark  # noqa: E402
 
-FORWARD_TILES = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}) for m, n in ((128, 64), (64, 64), (32, 32), (16, 16))]
+TILES = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w)
+         for m, n, w in ((128, 64, 8), (128, 64, 4), (64, 64, 4), (32, 32, 4), (16, 16, 4))]
 
 
 def _kept(tokens):
-    return [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in tiles_to_benchmark(FORWARD_TILES, {"num_tokens": tokens})]
+    return [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps)
+            for c in tiles_to_benchmark(TILES, {"num_tokens": tokens})]
 
 
 @pytest.mark.parametrize("tokens, expected", [
-    (866, [(128, 64), (64, 64)]),   # Traffic: the two largest tiles
-    (128, [(128, 64), (64, 64)]),
-    (100, [(128, 64), (64, 64)]),   # rounded up to the next power of two
-    (64, [(64, 64), (32, 32)]),
-    (25, [(32, 32), (16, 16)]),     # Weather
-    (11, [(16, 16)]),               # ETT: only the smallest tile fits
-    (1, [(16, 16)]),
+    (866, [(128, 64, 8), (128, 64, 4), (64, 64, 4)]),  # Traffic: the three largest, in list order
+    (100, [(128, 64, 8), (128, 64, 4), (64, 64, 4)]),  # rounded up to the next power of two
+    (64, [(64, 64, 4), (32, 32, 4), (16, 16, 4)]),
+    (25, [(32, 32, 4), (16, 16, 4)]),                 # Weather
+    (11, [(16, 16, 4)]),                              # ETT: only the smallest tile fits
+    (1, [(16, 16, 4)]),
 ])
-def test_two_largest_tiles_that_fit_the_tokens(tokens, expected):
+def test_three_largest_tiles_that_fit_the_tokens(tokens, expected):
     assert _kept(tokens) == expected
 
 

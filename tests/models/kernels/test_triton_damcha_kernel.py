@@ -307,8 +307,11 @@ def test_cpu_without_interpreter_is_refused(monkeypatch):
     assert triton_unsupported_reason(*small_inputs()) == "tensor is on cpu and TRITON_INTERPRET is not set"
 
 
-def test_missing_triton_is_reported(monkeypatch):
+def test_missing_triton_is_reported(monkeypatch, request):
     real_find_spec = triton_damcha.importlib.util.find_spec
+    # The answer is cached per process: forget it now and again after the test.
+    triton_damcha._triton_installed.cache_clear()
+    request.addfinalizer(triton_damcha._triton_installed.cache_clear)
 
     def find_spec_without_triton(name, *args):
         return None if name == "triton" else real_find_spec(name, *args)
