@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import platform
 from dataclasses import dataclass
 
@@ -72,12 +71,8 @@ def detect_devices() -> DevicePlan:
     """Every GPU this process may see (honouring an existing CUDA_VISIBLE_DEVICES), or the CPU."""
     import torch
 
+    from damcha_ts.training.devices import visible_gpu_ids
+
     if not torch.cuda.is_available():
         return DevicePlan(gpu_ids=())
-    count = torch.cuda.device_count()
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible:
-        ids = tuple(part.strip() for part in visible.split(",") if part.strip())[:count]
-    else:
-        ids = tuple(str(i) for i in range(count))
-    return DevicePlan(gpu_ids=ids)
+    return DevicePlan(gpu_ids=visible_gpu_ids(torch.cuda.device_count()))

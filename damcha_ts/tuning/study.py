@@ -219,9 +219,10 @@ def worker_environment(index: int, workers: int, gpus: int, environ: Mapping[str
     # Each worker trains on its part of the cores instead of all of them fighting for every core.
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
     if gpus > 0:
-        visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()] or [
-            str(d) for d in range(gpus)]
-        env["CUDA_VISIBLE_DEVICES"] = visible[index % len(visible)].strip()
+        from damcha_ts.training.devices import visible_gpu_ids
+
+        visible = visible_gpu_ids(gpus, env)
+        env["CUDA_VISIBLE_DEVICES"] = visible[index % len(visible)]
     return env
 
 

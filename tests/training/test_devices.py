@@ -1,0 +1,24 @@
+"""GPU ids handed to workers: CUDA_VISIBLE_DEVICES's names when set, torch's indices otherwise."""
+
+from __future__ import annotations
+
+from damcha_ts.training.devices import visible_gpu_ids
+
+
+def test_without_a_pin_the_ids_are_torch_indices():
+    assert visible_gpu_ids(3, {}) == ("0", "1", "2")
+    assert visible_gpu_ids(0, {}) == ()
+
+
+def test_a_pin_is_honoured_in_its_order_and_spaces_are_ignored():
+    assert visible_gpu_ids(2, {"CUDA_VISIBLE_DEVICES": " 5, 3"}) == ("5", "3")
+
+
+def test_only_as_many_as_torch_sees():
+    # A pin may name a GPU that does not exist; torch then sees fewer.
+    assert visible_gpu_ids(1, {"CUDA_VISIBLE_DEVICES": "2,7"}) == ("2",)
+
+
+def test_an_empty_pin_hides_every_gpu():
+    # CUDA then shows torch no device at all, so the count is 0.
+    assert visible_gpu_ids(0, {"CUDA_VISIBLE_DEVICES": ""}) == ()
