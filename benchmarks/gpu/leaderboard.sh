@@ -24,6 +24,9 @@ export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"  # one GPU
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"       # run from the checkout without installing
 budget="${LEADERBOARD_SECONDS:-570}"                       # leaves ~30 s of the 10 minutes for the report
 runners="${LEADERBOARD_RUNNERS:-3}"
+# Each runner's worker takes an equal share of the cores (torch would give every one all of them,
+# and three processes spinning 16 OpenMP threads each on 16 cores slow each other down).
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( $(nproc) / runners > 0 ? $(nproc) / runners : 1 ))}"
 grids=(--config configs/leaderboard/weather.yaml
        --config configs/leaderboard/traffic.yaml
        --config configs/leaderboard/electricity.yaml)

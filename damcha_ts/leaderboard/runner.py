@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -253,6 +253,17 @@ def _failed_before(item: ResolvedCell) -> bool:
     return item.run_dir is not None and (item.run_dir / FAILED_MARK).is_file()
 
 
+def threads_per_worker(workers: int, environ: Mapping[str, str] | None = None) -> int:
+    """Torch threads for each of ``workers`` processes: OMP_NUM_THREADS when the user set it (several
+    runners sharing a machine set it, so that their workers do not each take every core), else an
+    equal share of the cores."""
+    environ = os.environ if environ is None else environ
+    pinned = environ.get("OMP_NUM_THREADS", "").strip()
+    if pinned.isdigit() and int(pinned) > 0:
+        return int(pinned)
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
 def _worker(environment: dict, threads: int, trainer_kwargs: dict, tasks, results) -> None:
     """A worker process: pinned to its device by ``environment`` before torch touches CUDA."""
     os.environ.update(environment)
@@ -304,7 +315,7 @@ def run_in_workers(
     for index, item in enumerate(todo):
         tasks.put((index, item))
     workers = []
-    threads = max(1, (os.cpu_count() or 1) // len(slots))
+    threads = threads_per_worker(len(slots))
     for slot in slots:
         process = context.Process(
             target=_worker, args=(dict(slot), threads, trainer_kwargs, tasks, results), daemon=True

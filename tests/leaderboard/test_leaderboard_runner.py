@@ -341,3 +341,14 @@ def test_workers_die_with_a_sigkilled_runner(tmp_path):
     finally:
         runner.kill()
         runner.wait()
+
+
+def test_workers_share_the_cores_unless_omp_num_threads_pins_them():
+    from damcha_ts.leaderboard.runner import threads_per_worker
+
+    cores = os.cpu_count() or 1
+    assert threads_per_worker(1, {}) == cores
+    assert threads_per_worker(cores * 2, {}) == 1  # never zero
+    # Three runners on one GPU machine each pin their worker to a third of the cores.
+    assert threads_per_worker(1, {"OMP_NUM_THREADS": "5"}) == 5
+    assert threads_per_worker(1, {"OMP_NUM_THREADS": "many"}) == cores
