@@ -4,7 +4,7 @@
 
 Needs one CUDA GPU (exits with status 2 without one) and runs in about 5 minutes on an H200, most
 of it Triton compiling and autotuning on first use. It needs neither optuna nor gluonts. Sections,
-described in report order (they run in the order 2, 3, 1, 4, so that the timed ones have the GPU alone):
+described in report order (they run in the order 2, 3, 4, 1, so that the timed ones have the GPU alone):
 
 1. correctness: the "triton" backend against the "math" backend run in float64 on the same
    (rounded) inputs, forward output and the gradients of x, head_metrics and value, at the
@@ -400,13 +400,13 @@ def main(argv: list[str] | None = None) -> int:
               "environment": environment(), "errors": {},
               "target": {"description": f"triton fwd+bwd <= {TARGET_RATIO} x sdpa, core, bf16, B=16 N=866 D=512 H=8"}}
     log(f"environment: {report['environment']}")
-    # The timed sections run first, while this script has the GPU alone; the correctness section
+    # The timed and profiled sections run first, while this script has the GPU alone; correctness
     # (mostly compiling) runs last, and benchmarks/gpu/session.sh starts other GPU work beside it.
     sections = (
         ("timing", lambda: [time_shape(*shape, args.warmup, args.iters) for shape in TIMING_SHAPES]),
         ("training_step", lambda: time_training_steps(args.warmup, max(5, args.iters // 2))),
-        ("correctness", check_correctness),
         ("profile", profile_backends),
+        ("correctness", check_correctness),
     )
     for name, run in sections:
         log(f"--- {name}")

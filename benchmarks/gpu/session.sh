@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one call (a device session is lent about 15 minutes of one H200
 # in all, machine start included), in priority order:
-#   1. benchmarks/gpu/check_triton.py (issue 7): kernel timing first, while it has the GPU alone,
-#      then the training step, then correctness (compiles mostly);
+#   1. benchmarks/gpu/check_triton.py (issue 7): timing, the training step and the profile first,
+#      while it has the GPU alone, then correctness (compiles mostly);
 #   2. as soon as check_triton.py reaches its correctness section, the leaderboard runners start
 #      beside it (benchmarks/gpu/leaderboard.sh: the Weather cells, issue 5) until the budget ends;
 #   3. after check_triton.py, the GPU-only kernel tests (pytest -m gpu) beside the runners.
