@@ -17,6 +17,7 @@ Conventions (stated in the report too):
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -216,11 +217,28 @@ def _training_table(data: DatasetResults, models: Sequence[str]) -> list[str]:
                 model, str(horizon), str(len(rows)), f"{mean('n_params') / 1e6:.2f}M",
                 ", ".join(map(str, best)) or "–", f"{mean('epochs_run'):.1f}",
                 f"{mean('seconds_per_epoch'):.0f}", f"{mean('wall_seconds') / 60:.1f}",
+                "; ".join(dict.fromkeys(device_label(str(r.get("hardware") or "")) for r in rows)),
             ])
     if not body:
         return []
-    header = ["model", "H", "seeds", "parameters", "best epoch (per seed)", "epochs run", "s / epoch", "wall min"]
+    header = ["model", "H", "seeds", "parameters", "best epoch (per seed)", "epochs run", "s / epoch", "wall min",
+              "ran on"]
     return ["Training runs (seed means; best epoch 1-based, as early stopping chose it):", "", *_table(header, body), ""]
+
+
+def device_label(hardware: str) -> str:
+    """A row's ``hardware`` in a few words: the GPU's name, or the CPU threads it trained with.
+
+    >>> device_label("gpu=NVIDIA H200 cpu=Intel Xeon threads=16"), device_label("cpu=AMD EPYC threads=1")
+    ('NVIDIA H200', 'CPU, 1 thread')
+    """
+    fields = dict(re.findall(r"(\w+)=(.*?)(?= \w+=|$)", hardware))
+    if "gpu" in fields:
+        return fields["gpu"]
+    threads = fields.get("threads")
+    if threads is None:
+        return hardware or "–"
+    return f"CPU, {threads} thread{'' if threads == '1' else 's'}"
 
 
 def _is_missing(value) -> bool:

@@ -219,14 +219,19 @@ def test_training_runs_table_shows_when_each_model_peaked():
     """Per model and horizon: seeds, size, the 1-based best epoch of every seed and seed-mean costs;
     naive rows (nothing trained) are left out."""
     rows = []
+    machines = {2023: "cpu=AMD EPYC threads=1", 2024: "gpu=NVIDIA H200 cpu=Intel(R) Xeon(R) Processor threads=16"}
     for seed, best, run, seconds in ((2023, 1, 5, 40.0), (2024, 3, 7, 44.0)):
         row = _row("ETTh1", "itransformer_damcha", 96, seed, 0.39, 0.41)
-        row.update(best_epoch=best, epochs_run=run, n_params=4_978_272, seconds_per_epoch=seconds, wall_seconds=60.0 * run)
+        row.update(best_epoch=best, epochs_run=run, n_params=4_978_272, seconds_per_epoch=seconds,
+                   wall_seconds=60.0 * run, hardware=machines[seed])
         rows.append(row)
     naive = _row("ETTh1", "repeat_last", 96, 0, 1.29, 0.71)
     naive.update(best_epoch=None, epochs_run=0, n_params=0)
     rows.append(naive)
     report = build_report(rows, results_name="leaderboard.csv")
     header, body = _table(_section(report, "ETTh1"), "Training runs")
-    assert header == ["H", "seeds", "parameters", "best epoch (per seed)", "epochs run", "s / epoch", "wall min"]
-    assert body == {"itransformer_damcha": ["96", "2", "4.98M", "2, 4", "6.0", "42", "6.0"]}
+    assert header == ["H", "seeds", "parameters", "best epoch (per seed)", "epochs run", "s / epoch", "wall min",
+                      "ran on"]
+    # Times from different machines are averaged, so the table says which machines they were.
+    assert body == {"itransformer_damcha": ["96", "2", "4.98M", "2, 4", "6.0", "42", "6.0",
+                                            "CPU, 1 thread; NVIDIA H200"]}
