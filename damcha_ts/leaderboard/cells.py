@@ -95,7 +95,8 @@ def run_cell(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
         "n_params": outcome.get("n_params", 0),
         # A run resumed after its last epoch trains no epoch in this process and has no timing.
         "seconds_per_epoch": float(outcome.get("seconds_per_epoch", math.nan)),
-        "wall_seconds": time.perf_counter() - started,
+        # The run's own wall time (a finished run found in its folder keeps the time it took).
+        "wall_seconds": float(outcome.get("wall_seconds", time.perf_counter() - started)),
         "versions": library_versions(),
         "hardware": hardware_description(),
         "grid": resolved.grid_name,
@@ -159,12 +160,39 @@ def _run_neural(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
     with locked_folder(resolved.run_dir, wait=False) as held:
         if not held:
             raise CellBusy(f"{resolved.run_dir} is in use by another leaderboard process")
-        _drop_unreadable_checkpoint(resolved.run_dir)
-        trainer_kwargs = {**device_trainer_kwargs, **resolved.trainer_overrides}
-        result = run_experiment(
-            resolved.config, resolved.run_dir, resume=True, trainer_kwargs=trainer_kwargs, progress=False
-        )
-        save_prediction_sample(resolved.config, resolved.run_dir)
+        result = finished_result(resolved)
+        if result is None:
+            _drop_unreadable_checkpoint(resolved.run_dir)
+            trainer_kwargs = {**device_trainer_kwargs, **resolved.trainer_overrides}
+            result = run_experiment(
+                resolved.config, resolved.run_dir, resume=True, trainer_kwargs=trainer_kwargs, progress=False
+            )
+            save_prediction_sample(resolved.config, resolved.run_dir)
+        elif not (resolved.run_dir / SAMPLE_FILE).is_file():
+            save_prediction_sample(resolved.config, resolved.run_dir)
+    return result
+
+
+def finished_result(resolved: ResolvedCell) -> dict | None:
+    """The results of a run that already finished in this cell's folder, or None.
+
+    A runner decides what to run from the CSV it read when it started; meanwhile another runner may
+    have finished one of those cells (or a run finished and its runner died before writing the row).
+    ``run_experiment`` writes its ``metrics.json`` last, after the test and the saved model, so such
+    a cell is not trained again.
+    """
+    import json
+
+    from damcha_ts.training import config_hash
+
+    path = resolved.run_dir / "metrics.json"
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    # The folder's name carries the cell's hash; the run records the hash of its own config.
+    if result.get("config_hash") != config_hash(resolved.config) or "mse" not in result:
+        return None
     return result
 
 

@@ -17,8 +17,9 @@ def merge_results(source: str | Path, path: str | Path) -> list[dict]:
     """Bring the finished cells of another results CSV into ``path``; returns the rows added.
 
     Each row of ``source`` whose cell ``path`` lacks is appended atomically, as a runner would,
-    together with its training curves and its prediction sample from beside ``source``. Rows of
-    cells that ``path`` already holds are left out, so merging twice changes nothing.
+    together with its training curves and, where ``path`` has none for that dataset, model and
+    horizon yet, its prediction sample from beside ``source``. Rows of cells that ``path`` already
+    holds are left out, so merging twice changes nothing.
     """
     source, path = Path(source), Path(path)
     if not source.is_file():
@@ -27,9 +28,10 @@ def merge_results(source: str | Path, path: str | Path) -> list[dict]:
     curves = {cell_key(item): item for item in load_curves(source)}
     record_curves(path, [(row, _curve_fields(curves.get(cell_key(row)))) for row in added])
     for row in added:
+        # One sample per (dataset, model, horizon), whatever the seed: one we have stays ours.
         sample = sample_path(source, row["dataset"], row["model"], row["horizon"])
-        if sample.is_file():
-            target = sample_path(path, row["dataset"], row["model"], row["horizon"])
+        target = sample_path(path, row["dataset"], row["model"], row["horizon"])
+        if sample.is_file() and not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(target, sample.read_bytes())
     return added

@@ -224,7 +224,7 @@ def run_leaderboard(
         slots = [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in plan.gpu_ids]
         run_in_workers(todo, slots, plan.trainer_kwargs(), record)
     elif cpu_jobs > 1 and todo:
-        threads = max(1, (os.cpu_count() or 1) // cpu_jobs)
+        threads = threads_per_worker(cpu_jobs)
         slots = [{"OMP_NUM_THREADS": str(threads)} for _ in range(min(cpu_jobs, len(todo)))]
         run_in_workers(todo, slots, plan.trainer_kwargs(), record)
     else:

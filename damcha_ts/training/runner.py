@@ -333,7 +333,6 @@ def run_experiment(
     if fit.trainer.is_global_zero:
         from damcha_ts.training.artifacts import SeriesMeta, save_model_dir
 
-        write_atomically(out_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
         if tables is not None:
             _write_table(out_dir / "metrics_per_step.csv", tables[0])
             _write_table(out_dir / "metrics_per_variate.csv", tables[1])
@@ -348,6 +347,8 @@ def run_experiment(
             history_timestamps=series.latest_timestamps,
             metrics={k: v for k, v in result.items() if isinstance(v, (int, float, str))},
         )
+        # Last, so that its presence means the whole run is on disk (the leaderboard relies on it).
+        write_atomically(out_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
     return result
 
 

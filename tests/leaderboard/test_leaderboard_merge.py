@@ -49,6 +49,13 @@ def test_new_cells_are_appended_with_their_curves_and_samples(tmp_path):
     assert np.load(sample_path(ours, "ETTh1", "itransformer_mha", 96))["prediction"].tolist() == [0.40] * 3
 
 
+def test_a_new_seed_does_not_replace_the_sample_we_plot(tmp_path):
+    ours = _machine(tmp_path / "here", [make_row(horizon=96, seed=1, mse=0.40)])
+    theirs = _machine(tmp_path / "gpu", [make_row(horizon=96, seed=2, mse=0.38)])
+    assert [row["seed"] for row in merge_results(theirs, ours)] == [2]
+    assert np.load(sample_path(ours, "ETTh1", "itransformer_mha", 96))["prediction"].tolist() == [0.40] * 3
+
+
 def test_merging_twice_changes_nothing(tmp_path):
     ours = _machine(tmp_path / "here", [])
     theirs = _machine(tmp_path / "gpu", [make_row(horizon=336)])

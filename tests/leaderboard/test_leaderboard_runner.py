@@ -352,3 +352,30 @@ def test_workers_share_the_cores_unless_omp_num_threads_pins_them():
     # Three runners on one GPU machine each pin their worker to a third of the cores.
     assert threads_per_worker(1, {"OMP_NUM_THREADS": "5"}) == 5
     assert threads_per_worker(1, {"OMP_NUM_THREADS": "many"}) == cores
+
+
+def test_a_cell_finished_meanwhile_is_not_trained_again(tmp_path, monkeypatch, one_thread):
+    """Runners choose their cells from the CSV they read at start; another runner may finish one
+    of them in the meantime. The run folder then holds the result, and it is used as it is."""
+    import damcha_ts.training as training
+
+    grid_path = _one_cell_grid(tmp_path)
+    grid, runs = load_grid(grid_path), tmp_path / "runs"
+    (neural,) = [resolve_cell(c, grid, runs) for c in grid.cells() if not c.is_naive]
+    first = run_cell(neural, {})
+    checkpoint = neural.run_dir / "checkpoints" / "last.ckpt"
+    written = checkpoint.stat().st_mtime_ns
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished cell was trained again")
+
+    monkeypatch.setattr(training, "run_experiment", no_training)
+    again = run_cell(neural, {})
+    assert {k: again[k] for k in ("mse", "mae", "epochs_run", "best_epoch", "n_params", "wall_seconds")} == \
+        {k: first[k] for k in ("mse", "mae", "epochs_run", "best_epoch", "n_params", "wall_seconds")}
+    assert checkpoint.stat().st_mtime_ns == written
+
+    # A folder whose run did not get as far as its metrics trains as before.
+    (neural.run_dir / "metrics.json").unlink()
+    with pytest.raises(AssertionError, match="trained again"):
+        run_cell(neural, {})

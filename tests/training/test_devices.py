@@ -20,5 +20,6 @@ def test_only_as_many_as_torch_sees():
 
 
 def test_an_empty_pin_hides_every_gpu():
-    # CUDA then shows torch no device at all, so the count is 0.
-    assert visible_gpu_ids(0, {"CUDA_VISIBLE_DEVICES": ""}) == ()
+    # As for CUDA itself, whatever count the caller got from elsewhere.
+    assert visible_gpu_ids(2, {"CUDA_VISIBLE_DEVICES": ""}) == ()
+    assert visible_gpu_ids(2, {"CUDA_VISIBLE_DEVICES": " , "}) == ()

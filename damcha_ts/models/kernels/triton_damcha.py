@@ -205,6 +205,12 @@ class _DamchaAttentionFunction(torch.autograd.Function):
 # Launch plumbing: everything below that touches triton imports it inside the function.
 
 
+def _interpreter_half_block() -> int:
+    """Under the interpreter each kernel streams tiles half as tall as the ones it owns (at least
+    16), so the tests exercise unequal query and key tiles, as the GPU configs have."""
+    return max(16, _INTERPRETER_BLOCK // 2)
+
+
 def _with_dense_layout(t: Tensor) -> Tensor:
     """t itself when [B, H, T, dh] is contiguous or a head-split [B, T, H, dh] view, else a copy.
 
@@ -231,8 +237,8 @@ def tiles_to_benchmark(candidates, named_args, **_):
     """The autotuner's candidates worth benchmarking for this call: at most three.
 
     Every candidate costs a compile (seconds each, more in fp32), so only the three largest tiles
-    that are not taller than the token count are kept (sorted is stable: among tiles of one area,
-    the earlier candidate wins). Taller tiles only add masked work (ETT has 11
+    no taller than the token count rounded up to a power of two are kept (sorted is stable: among
+    tiles of one area, the earlier candidate wins). Taller tiles only add masked work (ETT has 11
     tokens, Weather 25, Traffic 866); much smaller ones only add programs. When none fits, the
     smallest candidate runs.
     """
@@ -248,7 +254,8 @@ def _kernels() -> SimpleNamespace:
     """Import the kernels once; on real CUDA wrap them in a small autotuner.
 
     The autotuner benchmarks through the GPU driver, so under the interpreter (or without a driver)
-    each kernel is launched with the single fixed tile size ``_INTERPRETER_BLOCK``.
+    each kernel is launched with fixed tiles: ``_INTERPRETER_BLOCK`` for the rows a program owns,
+    half of it for the rows it streams.
     """
     import triton
 
@@ -342,7 +349,7 @@ def _forward_impl(x, head_metrics, value, key_padding_mask, dropout_seed, dropou
     kernels = _kernels()
     keep, seed, meta = _kernel_switches(x, key_padding_mask, dropout_seed, lse, kernels.interpret)
     if kernels.interpret:
-        meta.update(BLOCK_M=_INTERPRETER_BLOCK, BLOCK_N=_INTERPRETER_BLOCK)
+        meta.update(BLOCK_M=_INTERPRETER_BLOCK, BLOCK_N=_interpreter_half_block())
 
     def grid(m):
         return (math.ceil(tokens / m["BLOCK_M"]), heads, batch)
@@ -387,8 +394,8 @@ def _backward_impl(grad_out, x, head_metrics, value, key_padding_mask, dropout_s
     keep, seed, meta = _kernel_switches(x, key_padding_mask, dropout_seed, lse, kernels.interpret)
     key_meta, query_meta = dict(meta), dict(meta, BLOCK_M=query_block)
     if kernels.interpret:
-        key_meta.update(BLOCK_M=_INTERPRETER_BLOCK, BLOCK_N=_INTERPRETER_BLOCK)
-        query_meta.update(BLOCK_N=_INTERPRETER_BLOCK)
+        key_meta.update(BLOCK_M=_interpreter_half_block(), BLOCK_N=_INTERPRETER_BLOCK)
+        query_meta.update(BLOCK_N=_interpreter_half_block())
     x_strides, value_strides, grad_out_strides = _strides(x), _strides(value), _strides(grad_out)
     keep_stride = keep.stride(0) if key_padding_mask is not None else 0
     scalars = (scale * math.log2(math.e), scale, dropout_p)

@@ -1,4 +1,5 @@
-"""The autotuner benchmarks at most three tiles per call, the largest that the token count fills."""
+"""The autotuner benchmarks at most three tiles per call: the largest no taller than the token
+count rounded up to a power of two."""
 
 from __future__ import annotations
 
