@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +50,7 @@ from damcha_ts.leaderboard.results import (
     read_results,
     sample_path,
 )
+from damcha_ts.training.devices import threads_per_worker
 
 
 @dataclass
@@ -251,17 +252,6 @@ FAILED_MARK = "failed.txt"  # in a cell's run folder: the traceback of its last 
 
 def _failed_before(item: ResolvedCell) -> bool:
     return item.run_dir is not None and (item.run_dir / FAILED_MARK).is_file()
-
-
-def threads_per_worker(workers: int, environ: Mapping[str, str] | None = None) -> int:
-    """Torch threads for each of ``workers`` processes: OMP_NUM_THREADS when the user set it (several
-    runners sharing a machine set it, so that their workers do not each take every core), else an
-    equal share of the cores."""
-    environ = os.environ if environ is None else environ
-    pinned = environ.get("OMP_NUM_THREADS", "").strip()
-    if pinned.isdigit() and int(pinned) > 0:
-        return int(pinned)
-    return max(1, (os.cpu_count() or 1) // workers)
 
 
 def _worker(environment: dict, threads: int, trainer_kwargs: dict, tasks, results) -> None:

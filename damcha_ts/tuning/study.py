@@ -215,12 +215,12 @@ def _interrupt(signum, frame) -> None:
 def worker_environment(index: int, workers: int, gpus: int, environ: Mapping[str, str] | None = None) -> dict:
     """The environment of worker ``index``: its share of the CPU cores and, with GPUs, one of them
     (round-robin over the visible ones), so that its trials train on that GPU alone."""
+    from damcha_ts.training.devices import threads_per_worker, visible_gpu_ids
+
     env = dict(os.environ if environ is None else environ)
     # Each worker trains on its part of the cores instead of all of them fighting for every core.
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    env["OMP_NUM_THREADS"] = str(threads_per_worker(workers, env))
     if gpus > 0:
-        from damcha_ts.training.devices import visible_gpu_ids
-
         visible = visible_gpu_ids(gpus, env)
         env["CUDA_VISIBLE_DEVICES"] = visible[index % len(visible)]
     return env

@@ -343,17 +343,6 @@ def test_workers_die_with_a_sigkilled_runner(tmp_path):
         runner.wait()
 
 
-def test_workers_share_the_cores_unless_omp_num_threads_pins_them():
-    from damcha_ts.leaderboard.runner import threads_per_worker
-
-    cores = os.cpu_count() or 1
-    assert threads_per_worker(1, {}) == cores
-    assert threads_per_worker(cores * 2, {}) == 1  # never zero
-    # Three runners on one GPU machine each pin their worker to a third of the cores.
-    assert threads_per_worker(1, {"OMP_NUM_THREADS": "5"}) == 5
-    assert threads_per_worker(1, {"OMP_NUM_THREADS": "many"}) == cores
-
-
 def test_a_cell_finished_meanwhile_is_not_trained_again(tmp_path, monkeypatch, one_thread):
     """Runners choose their cells from the CSV they read at start; another runner may finish one
     of them in the meantime. The run folder then holds the result, and it is used as it is."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import optuna
@@ -252,6 +253,9 @@ def test_each_worker_gets_one_gpu_and_each_run_one_device():
     assert [worker_environment(i, 3, gpus=2, environ=base)["CUDA_VISIBLE_DEVICES"] for i in range(3)] == ["0", "1", "0"]
     pinned = {**base, "CUDA_VISIBLE_DEVICES": "3,5"}
     assert [worker_environment(i, 2, gpus=2, environ=pinned)["CUDA_VISIBLE_DEVICES"] for i in range(2)] == ["3", "5"]
+    # CPU threads: the launcher's OMP_NUM_THREADS is kept, else each worker gets its share of the cores.
+    assert worker_environment(0, 2, gpus=0, environ={**base, "OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "3"
+    assert worker_environment(0, 2, gpus=0, environ=base)["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))
     # devices="auto" would start DDP over every GPU inside a trial; an explicit choice is kept.
     auto = {"training": {"devices": "auto"}}
     assert one_device_per_run(auto, {"max_epochs": 2}) == {"max_epochs": 2, "devices": 1}
