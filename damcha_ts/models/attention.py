@@ -40,6 +40,7 @@ from damcha_ts.models.validation import (
     check_positive_ints,
 )
 from damcha_ts.models.metric_generator import (
+    GENERATOR_INITS,
     PARAMETERIZATIONS,
     MetricGenerator,
     StaticMetric,
@@ -64,6 +65,8 @@ class DamchaOptions:
     static_metric: the static-metric ablation (§3.3) in place of the generator.
     generator_dropout: dropout inside the generator MLP; None uses the attention dropout, as the
         reference does (§1.3, §8.2 item 8).
+    generator_init: "default" (the reference's PyTorch Linear init of the last layer) or "identity"
+        (an ablation: zero weight, bias M = I, so every head metric starts at the identity).
     attn_backend: "auto" | "math" | "sdpa" | "triton" (see the module docstring).
     """
 
@@ -72,6 +75,7 @@ class DamchaOptions:
     share_generator: bool = True
     static_metric: bool = False
     generator_dropout: float | None = None
+    generator_init: str = "default"
     attn_backend: str = "auto"
 
     def __post_init__(self) -> None:
@@ -84,6 +88,7 @@ class DamchaOptions:
         if any(width < 1 for width in self.generator_hidden):
             raise ConfigError(f"generator_hidden={self.generator_hidden!r}; every width must be >= 1")
         check_choice("parameterization", self.parameterization, PARAMETERIZATIONS)
+        check_choice("generator_init", self.generator_init, GENERATOR_INITS)
         check_choice("attn_backend", self.attn_backend, ATTENTION_BACKENDS)
         check_bools(self, ("share_generator", "static_metric"))
         if self.generator_dropout is not None:
@@ -408,4 +413,5 @@ def build_metric_generator(d_model: int, config: AttentionConfig) -> MetricGener
         dropout=config.dropout if config.generator_dropout is None else config.generator_dropout,
         parameterization=config.parameterization,
         static_metric=config.static_metric,
+        init=config.generator_init,
     )

@@ -28,6 +28,10 @@ from damcha_ts.errors import ConfigError
 from damcha_ts.models.validation import check_choice, check_heads
 
 PARAMETERIZATIONS = ("compact", "full")
+#: How the generator's last layer starts: "default" is the reference (PyTorch's Linear init);
+#: "identity" is an ablation that starts every head metric at the identity, as the static metric does,
+#: and lets the input-adaptive part grow from zero.
+GENERATOR_INITS = ("default", "identity")
 
 
 def mean_context(tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
@@ -68,11 +72,14 @@ class MetricGenerator(nn.Module):
         hidden: tuple[int, ...] = (256, 512),
         dropout: float = 0.1,
         parameterization: str = "compact",
+        init: str = "default",
     ) -> None:
         super().__init__()
         check_choice("parameterization", parameterization, PARAMETERIZATIONS)
+        check_choice("generator_init", init, GENERATOR_INITS)
         self.head_dim = check_heads(d_model, n_heads)
         self.d_model, self.n_heads, self.parameterization = d_model, n_heads, parameterization
+        self.init = init
         layers: list[nn.Module] = []
         width = d_model
         for hidden_width in hidden:
@@ -96,7 +103,14 @@ class MetricGenerator(nn.Module):
         "compact" keeps only their block-column sums (damcha.md §10 (a)). So, from the same seed, a
         compact and a full generator start with the same head metrics, and compact never allocates the
         D*D*w tensor (512 MiB at D = w = 512).
+
+        With ``init="identity"`` the weight starts at zero and the bias at M = I (identity diagonal
+        blocks, zero off-diagonal ones), so every head metric starts at the dh x dh identity for
+        every input; the two parameterisations again start equal (their block-column sums agree).
         """
+        if self.init == "identity":
+            self._reset_to_identity()
+            return
         H, dh, w = self.n_heads, self.head_dim, self.width
         bound = 1.0 / math.sqrt(w)
         like = self.output_weight if self.parameterization == "full" else self.reduced_weight
@@ -112,6 +126,15 @@ class MetricGenerator(nn.Module):
             self.output_bias.copy_(bias.flatten())
         else:
             self.reduced_bias.copy_(bias.sum(dim=2).flatten())
+
+    def _reset_to_identity(self) -> None:
+        H, dh = self.n_heads, self.head_dim
+        if self.parameterization == "full":
+            self.output_weight.zero_()
+            self.output_bias.copy_(torch.eye(self.d_model).flatten())
+        else:
+            self.reduced_weight.zero_()
+            self.reduced_bias.copy_(torch.eye(dh).repeat(H, 1, 1).flatten())
 
     def tied_parameters(self) -> list[nn.Parameter]:
         """Parameters that stand for H tied full-model rows: they need lr x H, weight decay / H."""
@@ -221,8 +244,10 @@ def make_metric_generator(
     dropout: float,
     parameterization: str,
     static_metric: bool,
+    init: str = "default",
 ) -> MetricGenerator | StaticMetric:
-    """The metric source an AttentionConfig asks for (data-adaptive, or the static ablation)."""
+    """The metric source an AttentionConfig asks for (data-adaptive, or the static ablation, which
+    always starts at the identity)."""
     if static_metric:
         return StaticMetric(d_model, n_heads, parameterization)
-    return MetricGenerator(d_model, n_heads, hidden, dropout, parameterization)
+    return MetricGenerator(d_model, n_heads, hidden, dropout, parameterization, init)

@@ -379,6 +379,7 @@ LATE_FIELDS = (
     ("training", "quantiles", None),
     ("training", "compact_lr_scale", None),
     ("model", "generator_dropout", None),
+    ("model", "generator_init", "default"),
 )
 
 

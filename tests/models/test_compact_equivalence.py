@@ -77,6 +77,7 @@ def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
         ("itransformer_damcha", {}),
         ("itransformer_damcha", {"share_generator": False}),
         ("itransformer_damcha", {"static_metric": True}),
+        ("itransformer_damcha", {"generator_init": "identity"}),
         ("gateformer_damcha", {}),
     ],
 )

@@ -130,6 +130,37 @@ def test_full_metric_is_available_with_full_only(block_row_sum):
 
 
 @pytest.mark.parametrize("parameterization", ["full", "compact"])
+def test_identity_init_starts_every_metric_at_the_identity_then_adapts(block_row_sum, parameterization):
+    """The "identity" ablation: for every input (and any dropout draw) the head metrics start at I,
+    the full cross-head metric at I_D; one optimiser step makes them depend on the input."""
+    torch.manual_seed(9)
+    generator = MetricGenerator(D, H, HIDDEN, dropout=0.3, parameterization=parameterization, init="identity")
+    tokens = torch.randn(4, 3, D)
+    identity = torch.eye(D // H).expand(4, H, -1, -1)
+    torch.testing.assert_close(generator(tokens), identity, rtol=0, atol=0)
+    if parameterization == "full":
+        metric = generator.full_metric(tokens)
+        torch.testing.assert_close(metric, torch.eye(D).expand(4, -1, -1), rtol=0, atol=0)
+        torch.testing.assert_close(block_row_sum(metric, H), identity, rtol=0, atol=0)
+
+    optimizer = torch.optim.Adam(generator.parameters(), lr=1e-2)
+    target = torch.randn(4, H, D // H, D // H)
+    for _ in range(2):  # step 1 moves the last layer off zero; step 2 then reaches the hidden layers
+        optimizer.zero_grad()
+        F.mse_loss(generator(tokens), target).backward()
+        optimizer.step()
+    generator.eval()
+    metrics = generator(tokens)
+    assert not torch.allclose(metrics[0], metrics[1])  # data-adaptive now
+    assert all(p.grad.abs().sum() > 0 for p in generator.parameters())
+
+
+def test_unknown_generator_init_is_rejected():
+    with pytest.raises(ValueError, match="generator_init='zeros'"):
+        MetricGenerator(D, H, HIDDEN, init="zeros")
+
+
+@pytest.mark.parametrize("parameterization", ["full", "compact"])
 def test_static_metric_starts_as_identity_per_head(parameterization):
     static = StaticMetric(D, H, parameterization)
     metrics = static(torch.randn(2, 3, D))

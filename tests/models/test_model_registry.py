@@ -146,6 +146,18 @@ def test_generator_dropout_defaults_to_the_attention_dropout_and_can_differ(name
         build_model(name, generator_dropout=1.5, **SMALL)
 
 
+@pytest.mark.parametrize("name", ["itransformer_damcha", "gateformer_damcha"])
+@pytest.mark.parametrize("share", [True, False])
+def test_generator_init_reaches_every_generator_of_the_model(name, share):
+    generators = [m for m in build_model(name, generator_init="identity", share_generator=share, **SMALL).modules()
+                  if isinstance(m, MetricGenerator)]
+    assert generators and all(g.init == "identity" for g in generators)
+    assert all(g.init == "default" for g in build_model(name, share_generator=share, **SMALL).modules()
+               if isinstance(g, MetricGenerator))
+    with pytest.raises(ConfigError, match="generator_init='zero'"):
+        build_model(name, generator_init="zero", **SMALL)
+
+
 def test_a_lambda_schedule_keeps_the_group_ratio():
     model = build_model("itransformer_damcha", **SMALL)
     optimizer = torch.optim.Adam(model.parameter_groups(1e-3))

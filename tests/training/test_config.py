@@ -116,8 +116,8 @@ def test_resolved_config_is_a_fixed_point_and_its_hash_ignores_key_order():
 
 def test_fields_added_later_leave_old_hashes_alone_until_set():
     """A new training field at its default must not change the hash of runs recorded before it existed:
-    the committed leaderboard row of this cell was hashed before ``compact_lr_scale``, ``quantiles`` and
-    ``generator_dropout`` existed."""
+    the committed leaderboard row of this cell was hashed before ``compact_lr_scale``, ``quantiles``,
+    ``generator_dropout`` and ``generator_init`` existed."""
     rows = pd.read_csv(ROOT / "benchmarks" / "results" / "leaderboard.csv")
     recorded = rows.query("dataset == 'ETTh1' and model == 'itransformer_damcha' and horizon == 96 and seed == 2023")
     config = load_run_config("itransformer_damcha/etth1", horizon=96, overrides=["training.seed=2023"])
@@ -130,6 +130,9 @@ def test_fields_added_later_leave_old_hashes_alone_until_set():
         load_run_config(config, overrides=["training.compact_lr_scale=0"])
     generator = load_run_config(config, overrides=["model.generator_dropout=0"])
     assert generator["model"]["generator_dropout"] == 0 and config_hash(generator) != config_hash(config)
+    assert "generator_init" not in config["model"]
+    identity = load_run_config(config, overrides=["model.generator_init=identity"])
+    assert identity["model"]["generator_init"] == "identity" and config_hash(identity) != config_hash(config)
 
 
 def test_dict_config_with_extends_and_bare_family_name(tmp_path):
