@@ -48,6 +48,28 @@ _INTERPRETER_BLOCK = 32
 # because it decides the number of partial-dm slots, which must be known before the launch.
 _GPU_BWD_QUERY_BLOCK = 64
 
+#: The autotuner's candidates per kernel on GPU: (tiles, num_warps, num_stages). Large tiles come in
+#: two or three warp/stage settings, since Hopper's best differs by kernel (deeper pipelines pay
+#: where a loop streams tiles; more warps where tiles are large). In the backward key kernel BLOCK_N
+#: is the key tile each program owns and BLOCK_M the query tile it streams; the backward query
+#: kernel gets BLOCK_M from the caller (it sizes the partial-dm buffer), so only BLOCK_N is tuned.
+AUTOTUNE_CONFIGS = {
+    "forward": (
+        ({"BLOCK_M": 128, "BLOCK_N": 64}, 8, 3), ({"BLOCK_M": 128, "BLOCK_N": 64}, 4, 3),
+        ({"BLOCK_M": 64, "BLOCK_N": 64}, 4, 4), ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2),
+        ({"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2),
+    ),
+    "backward_key": (
+        ({"BLOCK_M": 64, "BLOCK_N": 128}, 8, 2), ({"BLOCK_M": 32, "BLOCK_N": 128}, 4, 3),
+        ({"BLOCK_M": 64, "BLOCK_N": 64}, 4, 3), ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2),
+        ({"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2),
+    ),
+    "backward_query": (
+        ({"BLOCK_N": 128}, 8, 2), ({"BLOCK_N": 64}, 4, 3), ({"BLOCK_N": 32}, 4, 3),
+        ({"BLOCK_N": 16}, 4, 2),
+    ),
+}
+
 
 def triton_interpreting() -> bool:
     """True when ``TRITON_INTERPRET`` asks triton to run kernels in its CPU interpreter."""
@@ -268,34 +290,18 @@ def _kernels() -> SimpleNamespace:
                                backward_query=kernels.damcha_bwd_query_kernel,
                                dropout_mask=kernels.dropout_keep_mask_kernel)
 
-    def configs(*entries):
-        return [triton.Config(tiles, num_warps=warps, num_stages=stages) for tiles, warps, stages in entries]
+    def autotuned(name, kernel, extra_key=()):
+        configs = [triton.Config(dict(tiles), num_warps=warps, num_stages=stages)
+                   for tiles, warps, stages in AUTOTUNE_CONFIGS[name]]
+        # Autotune keys: the token count and head width set the best tiles; the HAS_* switches change
+        # the work per tile. Tensor dtypes are added to the key by triton itself.
+        key = ["num_tokens", "head_dim", "HAS_KEEP", "HAS_DROPOUT", *extra_key]
+        return triton.autotune(configs, key=key,
+                               prune_configs_by={"early_config_prune": tiles_to_benchmark})(kernel)
 
-    # Autotune keys: the token count and head width set the best tiles; the HAS_* switches change
-    # the work per tile. Tensor dtypes are added to the key by triton itself.
-    key = ["num_tokens", "head_dim", "HAS_KEEP", "HAS_DROPOUT"]
-    prune = {"early_config_prune": tiles_to_benchmark}
-    # Large tiles come in two or three warp/stage settings, since Hopper's best differs by kernel
-    # (deeper pipelines pay where a loop streams tiles; more warps where tiles are large).
-    forward = triton.autotune(
-        configs(({"BLOCK_M": 128, "BLOCK_N": 64}, 8, 3), ({"BLOCK_M": 128, "BLOCK_N": 64}, 4, 3),
-                ({"BLOCK_M": 64, "BLOCK_N": 64}, 4, 4), ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2),
-                ({"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2)),
-        key=key, prune_configs_by=prune,
-    )(kernels.damcha_fwd_kernel)
-    # BLOCK_N is the key tile each program owns, BLOCK_M the query tile it streams.
-    backward_key = triton.autotune(
-        configs(({"BLOCK_M": 64, "BLOCK_N": 128}, 8, 2), ({"BLOCK_M": 32, "BLOCK_N": 128}, 4, 3),
-                ({"BLOCK_M": 64, "BLOCK_N": 64}, 4, 3), ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2),
-                ({"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2)),
-        key=key, prune_configs_by=prune,
-    )(kernels.damcha_bwd_key_kernel)
-    # BLOCK_M comes from the caller here (it sizes the partial-dm buffer), so only BLOCK_N is tuned.
-    backward_query = triton.autotune(
-        configs(({"BLOCK_N": 128}, 8, 2), ({"BLOCK_N": 64}, 4, 3), ({"BLOCK_N": 32}, 4, 3),
-                ({"BLOCK_N": 16}, 4, 2)),
-        key=key + ["BLOCK_M"], prune_configs_by=prune,
-    )(kernels.damcha_bwd_query_kernel)
+    forward = autotuned("forward", kernels.damcha_fwd_kernel)
+    backward_key = autotuned("backward_key", kernels.damcha_bwd_key_kernel)
+    backward_query = autotuned("backward_query", kernels.damcha_bwd_query_kernel, extra_key=["BLOCK_M"])
     return SimpleNamespace(interpret=False, forward=forward, backward_key=backward_key,
                            backward_query=backward_query, dropout_mask=kernels.dropout_keep_mask_kernel)
 
