@@ -245,10 +245,8 @@ def select_backend(
             reason = "causal attention (per-query metrics) is not supported by the triton kernel"
         if reason is None:
             kernels, reason = _triton_module()
-        if reason is None:
-            reason = kernels.triton_unsupported_reason(
-                x_heads, head_metrics, value, key_padding_mask, dropout_p, need_weights
-            )
+        if reason is None:  # weights were not requested: that case returned "math" above
+            reason = kernels.triton_unsupported_reason(x_heads, head_metrics, value, key_padding_mask, dropout_p)
         if reason is None:
             return "triton"
         if requested == "triton":
