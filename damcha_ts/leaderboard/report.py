@@ -285,6 +285,8 @@ def _summary_section(
     lines += ["", "A win is a lower seed-mean test MSE; the relative change is 100·(DAMCHA − MHA)/MHA, "
               "averaged over the compared cells (negative = DAMCHA better).", ""]
 
+    lines += _variants_table(results)
+
     planned = {(c.dataset, c.model) for c in expected}
     datasets = _dataset_order({*results, *(dataset for dataset, _ in planned)})
 
@@ -358,6 +360,41 @@ def _summary_section(
     lines.append("- Avg MSE ≤ the published iTransformer Avg: "
                  + ", ".join(f"{d}: {_word(v)}" for d, v in pub_verdicts) + ".")
     lines.append("")
+    return lines
+
+
+def _variants_table(results: Mapping[str, DatasetResults]) -> list[str]:
+    """Every ablation row (a DAMCHA variant) against the MHA model of its architecture, as above.
+
+    Issue 5 asks what would make DAMCHA win; this puts each variant's record in one place instead of
+    one table per dataset. A label belongs to an architecture by its prefix (``itransformer_…``).
+    """
+    labels = sorted({m for data in results.values() for m in data.runs} - set(MAIN_MODELS))
+    body = []
+    for label in labels:
+        mha = next((m for m, _ in ARCHITECTURES.values() if label.startswith(m.split("_")[0] + "_")), None)
+        if mha is None:
+            continue
+        cmp = compare_damcha_mha(results, mha, label)
+        if not cmp["pairs"]:
+            continue
+        averages = []
+        for dataset in _dataset_order(results):
+            ours = results[dataset].average(label, PROTOCOL_HORIZONS, "mse")
+            base = results[dataset].average(mha, PROTOCOL_HORIZONS, "mse")
+            if ours and base:
+                averages.append(f"{dataset} {100.0 * (ours.mean - base.mean) / base.mean:+.2f} %")
+        body.append([
+            label, mha, str(len(cmp["pairs"])), str(cmp["wins"]), str(cmp["losses"]),
+            f"{cmp['mean_relative_change_pct']:+.2f} %", ", ".join(averages) or "–",
+        ])
+    if not body:
+        return []
+    lines = ["### DAMCHA variants (ablation rows) vs MHA", ""]
+    lines += _table(["variant", "vs", "compared cells", "wins", "losses", "mean relative change in MSE",
+                     "Avg MSE change per dataset (all four horizons run)"], body)
+    lines += ["", "Seed means as above; a variant often has fewer seeds than the MHA row it is compared with "
+              "(the per-dataset tables give the counts).", ""]
     return lines
 
 

@@ -199,6 +199,32 @@ def test_damcha_vs_mha_summary_and_parity(scenario):
     assert "| ETTm1 | missing | 0.407 | – | not run yet |" in summary
 
 
+def test_each_damcha_variant_is_summarised_against_the_mha_row_of_its_architecture(scenario):
+    rows, expected, values = scenario
+    variant = {h: mse for h, mse in zip(HORIZONS, (0.37, 0.52, 0.47, 0.46))}  # one seed, mixed record
+    extra = [_row("ETTh1", "itransformer_damcha_static", h, 2023, mse, 0.4) for h, mse in variant.items()]
+    extra.append(_row("ETTh1", "x_unknown_architecture", 96, 2023, 0.1, 0.1))
+    summary = _section(build_report(rows + extra, results_name="leaderboard.csv", expected=expected), "Summary")
+
+    mha = {h: np.mean([v[0] for (d, m, hh, _), v in values.items() if (d, m, hh) == ("ETTh1", "itransformer_mha", h)])
+           for h in HORIZONS}
+    changes = [100 * (variant[h] - mha[h]) / mha[h] for h in HORIZONS]
+    per_seed = {}
+    for (d, m, h, s), v in values.items():
+        if (d, m) == ("ETTh1", "itransformer_mha"):
+            per_seed.setdefault(s, []).append(v[0])
+    mha_avg = np.mean([np.mean(v) for v in per_seed.values()])
+    avg_change = 100 * (np.mean(list(variant.values())) - mha_avg) / mha_avg
+    header, body = _table(summary, "### DAMCHA variants (ablation rows) vs MHA")
+    assert body["itransformer_damcha_static"] == [
+        "itransformer_mha", "4", str(sum(c < 0 for c in changes)), str(sum(c > 0 for c in changes)),
+        f"{np.mean(changes):+.2f} %", f"ETTh1 {avg_change:+.2f} %",
+    ]
+    assert "x_unknown_architecture" not in body  # no MHA row to compare it with
+    # Without ablation rows the table is not there at all.
+    assert "DAMCHA variants" not in build_report(rows, results_name="leaderboard.csv", expected=expected)
+
+
 def test_write_report_regenerates_from_the_csv_file(tmp_path, scenario):
     rows, expected, _ = scenario
     csv_path = tmp_path / "leaderboard.csv"
