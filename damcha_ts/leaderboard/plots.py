@@ -4,7 +4,7 @@ standalone ``Figure`` on an Agg canvas, so plotting touches no global backend st
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
@@ -41,6 +41,35 @@ def plot_average_mse(averages: Mapping[str, Mapping[str, float]], path: str | Pa
     axes.set_title("Average test MSE per dataset and model (lower is better)")
     axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.grid(axis="y", alpha=0.3)
+    return _save(figure, Path(path))
+
+
+def plot_relative_change(
+    changes: Mapping[str, Mapping[tuple[str, int], float]], columns: Sequence[tuple[str, int]], path: str | Path
+) -> Path:
+    """Heatmap of each DAMCHA row's test-MSE change against MHA, in %, one column per (dataset, H).
+
+    changes: {row label: {(dataset, horizon): 100·(DAMCHA − MHA)/MHA}}, rows top to bottom in this
+    order; columns: the (dataset, horizon) cells left to right. Cells a row has not run stay blank.
+    Blue is better than MHA, red worse, on a colour scale symmetric about 0 that saturates at ±10 %
+    (every cell is labelled with its value).
+    """
+    import numpy as np
+
+    labels = list(changes)
+    grid = np.array([[changes[label].get(column, np.nan) for column in columns] for label in labels])
+    limit = min(10.0, max(1.0, float(np.nanmax(np.abs(grid)))))  # one outlier must not wash out the rest
+    figure = _figure(max(7.0, 0.55 * len(columns) + 3.5), 0.42 * len(labels) + 1.8)
+    axes = figure.add_subplot()
+    image = axes.imshow(np.ma.masked_invalid(grid), cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
+    for row, column in zip(*np.nonzero(~np.isnan(grid))):
+        value = grid[row, column]
+        axes.text(column, row, f"{value:+.1f}", ha="center", va="center", fontsize=6.5,
+                  color="white" if abs(value) > 0.6 * limit else "black")
+    axes.set_xticks(range(len(columns)), [f"{d} {h}" for d, h in columns], rotation=60, ha="right", fontsize=7)
+    axes.set_yticks(range(len(labels)), labels, fontsize=8)
+    axes.set_title("Test MSE change against MHA of the same architecture, % (blue: better than MHA)")
+    figure.colorbar(image, ax=axes, label="% change in MSE")
     return _save(figure, Path(path))
 
 

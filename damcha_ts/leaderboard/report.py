@@ -269,7 +269,10 @@ def compare_damcha_mha(results: Mapping[str, DatasetResults], mha: str, damcha: 
 
 
 def _summary_section(
-    results: Mapping[str, DatasetResults], published: PublishedResults, expected: Sequence[ExpectedCell]
+    results: Mapping[str, DatasetResults],
+    published: PublishedResults,
+    expected: Sequence[ExpectedCell],
+    variants_plot: str | None = None,
 ) -> list[str]:
     lines = ["## Summary", "", "### DAMCHA vs MHA (per architecture, seed-mean MSE per dataset × horizon)", ""]
     body = []
@@ -286,6 +289,8 @@ def _summary_section(
               "averaged over the compared cells (negative = DAMCHA better).", ""]
 
     lines += _variants_table(results)
+    if variants_plot:
+        lines += [f"![MSE change of each DAMCHA row against MHA, per dataset and horizon]({variants_plot})", ""]
 
     planned = {(c.dataset, c.model) for c in expected}
     datasets = _dataset_order({*results, *(dataset for dataset, _ in planned)})
@@ -363,18 +368,28 @@ def _summary_section(
     return lines
 
 
+def damcha_variants(results: Mapping[str, DatasetResults], with_main: bool = True) -> dict[str, str]:
+    """{DAMCHA row: the MHA row it is compared with}, architecture by architecture: its main DAMCHA row
+    (``with_main``), then its ablation labels, matched by prefix (``itransformer_…``). Labels of no
+    known architecture are left out."""
+    ablations = sorted({m for data in results.values() for m in data.runs} - set(MAIN_MODELS))
+    variants = {}
+    for mha, damcha in ARCHITECTURES.values():
+        prefix = mha.split("_")[0] + "_"
+        if with_main:
+            variants[damcha] = mha
+        variants |= {label: mha for label in ablations if label.startswith(prefix)}
+    return variants
+
+
 def _variants_table(results: Mapping[str, DatasetResults]) -> list[str]:
     """Every ablation row (a DAMCHA variant) against the MHA model of its architecture, as above.
 
     Issue 5 asks what would make DAMCHA win; this puts each variant's record in one place instead of
     one table per dataset. A label belongs to an architecture by its prefix (``itransformer_…``).
     """
-    labels = sorted({m for data in results.values() for m in data.runs} - set(MAIN_MODELS))
     body = []
-    for label in labels:
-        mha = next((m for m, _ in ARCHITECTURES.values() if label.startswith(m.split("_")[0] + "_")), None)
-        if mha is None:
-            continue
+    for label, mha in damcha_variants(results, with_main=False).items():
         cmp = compare_damcha_mha(results, mha, label)
         if not cmp["pairs"]:
             continue
@@ -441,7 +456,7 @@ def build_report(
         rows: results-CSV rows (``read_results``).
         results_name: how the report names the CSV (a path relative to the project root).
         expected: the cells the grids want (for "missing" notes, seed counts and commands).
-        plots: {"average_mse": path, "forecast:<dataset>": path, "metrics:<dataset>:<model>": path},
+        plots: {"average_mse": path, "variants": path, "forecast:<dataset>": path, "metrics:<dataset>:<model>": path},
             paths relative to the report's folder.
         findings: Markdown written by people (what the ablations showed, why a row looks as it
             does), printed under "Findings"; it is the one part of the report not derived from the CSV.
@@ -478,7 +493,7 @@ def build_report(
     if "average_mse" in plots:
         lines += [f"![Average MSE per dataset and model]({plots['average_mse']})", ""]
 
-    lines += _summary_section(results, published, expected)
+    lines += _summary_section(results, published, expected, plots.get("variants"))
     if findings and findings.strip():
         lines += ["## Findings", "", f"(from `{FINDINGS_NAME}` beside the CSV, written by people)", "",
                   findings.strip(), ""]
@@ -582,6 +597,16 @@ def render_plots(
             )
     if averages:
         made["average_mse"] = draw.plot_average_mse(averages, plots_dir / "average_mse.png")
+    changes = {}  # {DAMCHA row: {(dataset, horizon): % MSE change against its MHA row}}
+    for label, mha in damcha_variants(results).items():
+        pairs = compare_damcha_mha(results, mha, label)["pairs"]
+        if pairs:
+            changes[label] = {(d, h): 100.0 * (dam - base) / base for d, h, base, dam in pairs}
+    if changes:
+        order = _dataset_order(results)
+        columns = sorted({cell for per_cell in changes.values() for cell in per_cell},
+                         key=lambda cell: (order.index(cell[0]), cell[1]))
+        made["variants"] = draw.plot_relative_change(changes, columns, plots_dir / "damcha_vs_mha.png")
     # Samples are not committed: in a fresh clone the figures drawn from them are kept as they are.
     for dataset, data in results.items():
         kept = {f"forecast:{dataset}": plots_dir / f"forecast_{dataset}.png"}

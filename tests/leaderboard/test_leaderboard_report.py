@@ -235,10 +235,13 @@ def test_write_report_regenerates_from_the_csv_file(tmp_path, scenario):
                                results_name="leaderboard.csv")
     text = report_path.read_text()
     assert text == build_report(read_results(csv_path), results_name="leaderboard.csv", expected=expected,
-                                plots={"average_mse": "plots/average_mse.png"},
+                                plots={"average_mse": "plots/average_mse.png", "variants": "plots/damcha_vs_mha.png"},
                                 findings="DAMCHA with a 64-wide generator did better on ETTh1.\n")
     assert "## Findings" in text and "64-wide generator" in text
-    assert (tmp_path / "plots" / "average_mse.png").stat().st_size > 1000
+    for png in ("average_mse.png", "damcha_vs_mha.png"):
+        assert (tmp_path / "plots" / png).stat().st_size > 1000
+    summary = _section(text, "Summary")  # the DAMCHA-vs-MHA figure sits in the summary
+    assert "](plots/damcha_vs_mha.png)" in summary
 
 
 def test_training_runs_table_shows_when_each_model_peaked():
