@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Leaderboard rows on one GPU within a 10-minute budget (issue 5): Weather for iTransformer-MHA and
 # iTransformer-DAMCHA at H = 96/192/336/720, then Traffic and Electricity when their files are
-# present (otherwise the runner says which file is missing and how to provide it, and skips them).
+# present (otherwise the runner says which file is missing and how to provide it, and skips them),
+# then the static-metric ablation rows on Weather (configs/leaderboard/ablations_weather.yaml).
 #
 #   bash benchmarks/gpu/leaderboard.sh            # from anywhere; results go to benchmarks/results/
 #   LEADERBOARD_SECONDS=1800 bash benchmarks/gpu/leaderboard.sh   # a longer budget
@@ -39,7 +40,8 @@ fi
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( $(nproc) / runners > 0 ? $(nproc) / runners : 1 ))}"
 grids=(--config configs/leaderboard/weather.yaml
        --config configs/leaderboard/traffic.yaml
-       --config configs/leaderboard/electricity.yaml)
+       --config configs/leaderboard/electricity.yaml
+       --config configs/leaderboard/ablations_weather.yaml)
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || echo "leaderboard.sh: no nvidia-smi; the runner will use the CPU" >&2
 started=$(date +%s)
