@@ -245,6 +245,11 @@ def _is_missing(value) -> bool:
     return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
 
 
+def relative_change(value: float, base: float) -> float:
+    """100·(value − base)/base: the report's one measure of DAMCHA against MHA (negative = better)."""
+    return 100.0 * (value - base) / base
+
+
 def compare_damcha_mha(results: Mapping[str, DatasetResults], mha: str, damcha: str) -> dict:
     """DAMCHA vs MHA over every (dataset, horizon) where both have a seed-mean MSE.
 
@@ -258,7 +263,7 @@ def compare_damcha_mha(results: Mapping[str, DatasetResults], mha: str, damcha: 
             a, b = data.stat(mha, horizon, "mse"), data.stat(damcha, horizon, "mse")
             if a is not None and b is not None:
                 pairs.append((dataset, horizon, a.mean, b.mean))
-    changes = [100.0 * (d - m) / m for _, _, m, d in pairs]
+    changes = [relative_change(d, m) for _, _, m, d in pairs]
     return {
         "pairs": pairs,
         "wins": sum(d < m for _, _, m, d in pairs),
@@ -308,7 +313,7 @@ def _summary_section(
             a = data.average(mha, PROTOCOL_HORIZONS, "mse")
             b = data.average(damcha, PROTOCOL_HORIZONS, "mse")
             row += [average_text(dataset, mha, a), average_text(dataset, damcha, b),
-                    f"{100.0 * (b.mean - a.mean) / a.mean:+.2f} %" if a and b else "–"]
+                    f"{relative_change(b.mean, a.mean):+.2f} %" if a and b else "–"]
         pub = published.value(dataset, "iTransformer", "avg", "mse")
         row.append("–" if pub is None else f"{pub:.3f}")
         body.append(row)
@@ -398,7 +403,7 @@ def _variants_table(results: Mapping[str, DatasetResults]) -> list[str]:
             ours = results[dataset].average(label, PROTOCOL_HORIZONS, "mse")
             base = results[dataset].average(mha, PROTOCOL_HORIZONS, "mse")
             if ours and base:
-                averages.append(f"{dataset} {100.0 * (ours.mean - base.mean) / base.mean:+.2f} %")
+                averages.append(f"{dataset} {relative_change(ours.mean, base.mean):+.2f} %")
         body.append([
             label, mha, str(len(cmp["pairs"])), str(cmp["wins"]), str(cmp["losses"]),
             f"{cmp['mean_relative_change_pct']:+.2f} %", ", ".join(averages) or "–",
@@ -601,7 +606,7 @@ def render_plots(
     for label, mha in damcha_variants(results).items():
         pairs = compare_damcha_mha(results, mha, label)["pairs"]
         if pairs:
-            changes[label] = {(d, h): 100.0 * (dam - base) / base for d, h, base, dam in pairs}
+            changes[label] = {(d, h): relative_change(dam, base) for d, h, base, dam in pairs}
     if changes:
         order = _dataset_order(results)
         columns = sorted({cell for per_cell in changes.values() for cell in per_cell},
