@@ -279,21 +279,8 @@ def _summary_section(
     expected: Sequence[ExpectedCell],
     variants_plot: str | None = None,
 ) -> list[str]:
-    lines = ["## Summary", "", "### DAMCHA vs MHA (per architecture, seed-mean MSE per dataset × horizon)", ""]
-    body = []
-    for arch, (mha, damcha) in ARCHITECTURES.items():
-        cmp = compare_damcha_mha(results, mha, damcha)
-        change = cmp["mean_relative_change_pct"]
-        body.append([
-            arch, str(len(cmp["pairs"])), str(cmp["wins"]), str(cmp["losses"]), str(cmp["ties"]),
-            "missing" if change is None else f"{change:+.2f} %",
-        ])
-    lines += _table(["architecture", "compared cells", "DAMCHA wins", "DAMCHA losses", "ties",
-                     "mean relative change in MSE (DAMCHA vs MHA)"], body)
-    lines += ["", "A win is a lower seed-mean test MSE; the relative change is 100·(DAMCHA − MHA)/MHA, "
-              "averaged over the compared cells (negative = DAMCHA better).", ""]
-
-    lines += _variants_table(results)
+    lines = ["## Summary", ""]
+    lines += _damcha_vs_mha_table(results)
     if variants_plot:
         lines += [f"![MSE change of each DAMCHA row against MHA, per dataset and horizon]({variants_plot})", ""]
 
@@ -373,31 +360,33 @@ def _summary_section(
     return lines
 
 
-def damcha_variants(results: Mapping[str, DatasetResults], with_main: bool = True) -> dict[str, str]:
-    """{DAMCHA row: the MHA row it is compared with}, architecture by architecture: its main DAMCHA row
-    (``with_main``), then its ablation labels, matched by prefix (``itransformer_…``). Labels of no
-    known architecture are left out."""
+def damcha_variants(results: Mapping[str, DatasetResults]) -> dict[str, str]:
+    """{DAMCHA row: the MHA row it is compared with}, architecture by architecture: its main DAMCHA row,
+    then its ablation labels, matched by prefix (``itransformer_…``). Labels of no known architecture
+    are left out."""
     ablations = sorted({m for data in results.values() for m in data.runs} - set(MAIN_MODELS))
     variants = {}
     for mha, damcha in ARCHITECTURES.values():
         prefix = mha.split("_")[0] + "_"
-        if with_main:
-            variants[damcha] = mha
+        variants[damcha] = mha
         variants |= {label: mha for label in ablations if label.startswith(prefix)}
     return variants
 
 
-def _variants_table(results: Mapping[str, DatasetResults]) -> list[str]:
-    """Every ablation row (a DAMCHA variant) against the MHA model of its architecture, as above.
+def _damcha_vs_mha_table(results: Mapping[str, DatasetResults]) -> list[str]:
+    """Every DAMCHA row against the MHA row of its architecture, in one table.
 
-    Issue 5 asks what would make DAMCHA win; this puts each variant's record in one place instead of
-    one table per dataset. A label belongs to an architecture by its prefix (``itransformer_…``).
+    Per architecture its main row comes first (the method's defaults: issue 5's per-architecture
+    summary, shown even before it has a result), then its ablation variants (issue 5 asks what would
+    make DAMCHA win; this puts each variant's record in one place instead of one table per dataset).
     """
     body = []
-    for label, mha in damcha_variants(results, with_main=False).items():
+    for label, mha in damcha_variants(results).items():
         cmp = compare_damcha_mha(results, mha, label)
-        if not cmp["pairs"]:
+        main = label in MAIN_MODELS
+        if not cmp["pairs"] and not main:
             continue
+        change = cmp["mean_relative_change_pct"]
         averages = []
         for dataset in _dataset_order(results):
             ours = results[dataset].average(label, PROTOCOL_HORIZONS, "mse")
@@ -405,16 +394,18 @@ def _variants_table(results: Mapping[str, DatasetResults]) -> list[str]:
             if ours and base:
                 averages.append(f"{dataset} {relative_change(ours.mean, base.mean):+.2f} %")
         body.append([
-            label, mha, str(len(cmp["pairs"])), str(cmp["wins"]), str(cmp["losses"]),
-            f"{cmp['mean_relative_change_pct']:+.2f} %", ", ".join(averages) or "–",
+            f"**{label}**" if main else label, mha, str(len(cmp["pairs"])), str(cmp["wins"]),
+            str(cmp["losses"]), str(cmp["ties"]), "missing" if change is None else f"{change:+.2f} %",
+            ", ".join(averages) or "–",
         ])
-    if not body:
-        return []
-    lines = ["### DAMCHA variants (ablation rows) vs MHA", ""]
-    lines += _table(["variant", "vs", "compared cells", "wins", "losses", "mean relative change in MSE",
-                     "Avg MSE change per dataset (all four horizons run)"], body)
-    lines += ["", "Seed means as above; a variant often has fewer seeds than the MHA row it is compared with "
-              "(the per-dataset tables give the counts).", ""]
+    lines = ["### DAMCHA vs MHA (seed-mean MSE per dataset × horizon)", ""]
+    lines += _table(["DAMCHA row", "vs", "compared cells", "wins", "losses", "ties",
+                     "mean relative change in MSE", "Avg MSE change per dataset (all four horizons run)"], body)
+    lines += ["", "Bold: the main DAMCHA row of each architecture (the method's defaults); the rows under it "
+              "are its ablation variants. A win is a lower seed-mean test MSE than the MHA row; the relative "
+              "change is 100·(DAMCHA − MHA)/MHA, averaged over the compared cells (negative = DAMCHA better). "
+              "A variant often has fewer seeds than the MHA row it is compared with (the per-dataset tables "
+              "give the counts).", ""]
     return lines
 
 
