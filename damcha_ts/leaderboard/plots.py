@@ -92,7 +92,7 @@ def plot_forecast(dataset: str, samples: Mapping[str, str | Path], path: str | P
         if not truth_drawn:
             axes.plot(steps_in, x, color="black", linewidth=1.0, label="lookback")
             axes.plot(steps_out, y, color="black", linewidth=1.6, label="truth")
-            axes.set_title(f"{dataset}: forecast vs truth, variate {name}, first target step {start}")
+            axes.set_title(f"{dataset}, H={len(y)}: forecast vs truth, variate {name}, first target step {start}")
             truth_drawn = True
         axes.plot(steps_out, pred, linewidth=1.2, label=model)
     axes.axvline(0, color="grey", linewidth=0.8, linestyle=":")
@@ -158,8 +158,9 @@ def plot_curves(dataset: str, curves: Mapping[int, Mapping[str, Mapping]], path:
         for model, curve in curves[horizon].items():
             epochs, val = np.asarray(curve["epochs"]), np.asarray(curve["val_loss"], dtype=float)
             top.plot(epochs, val, color=colours[model], marker="o", markersize=3, linewidth=1.3, label=model)
-            best = int(np.nanargmin(val))
-            top.plot(epochs[best], val[best], color=colours[model], marker="*", markersize=11)
+            if not np.isnan(val).all():  # a run that diverged from its first epoch has no best
+                best = int(np.nanargmin(val))
+                top.plot(epochs[best], val[best], color=colours[model], marker="*", markersize=11)
             bottom.plot(epochs, np.asarray(curve["train_loss"], dtype=float), color=colours[model], linewidth=1.1)
         top.set_title(f"H={horizon}", fontsize="small")
         bottom.set_xlabel("epoch")
@@ -168,6 +169,11 @@ def plot_curves(dataset: str, curves: Mapping[int, Mapping[str, Mapping]], path:
             bottom.set_ylabel("training MSE")
         for axes in (top, bottom):
             axes.grid(alpha=0.3)
-    handles, labels = figure.axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, fontsize="small", loc="outside lower center", ncols=min(3, len(labels)))
+    # One legend entry per model, from whichever panel drew it first (a model may miss a horizon).
+    entries: dict[str, object] = {}
+    for axes in figure.axes:
+        for handle, label in zip(*axes.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    figure.legend(list(entries.values()), list(entries), fontsize="small", loc="outside lower center",
+                  ncols=min(3, len(entries)))
     return _save(figure, Path(path))

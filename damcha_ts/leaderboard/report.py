@@ -582,22 +582,26 @@ def render_plots(
             stat = data.average(model, horizons, "mse")
             if stat is not None:
                 averages.setdefault(dataset, {})[model] = stat.mean
+        # Each figure from the shortest horizon that has what it needs: the forecast from the main
+        # models' samples (ablation rows only add metric heatmaps), each heatmap from its model's own.
+        samples = {(m, h): sample_path(results_path, dataset, m, h) for h in data.horizons() for m in labels}
+        samples = {key: p for key, p in samples.items() if p.is_file()}
         for horizon in data.horizons():
-            samples = {m: sample_path(results_path, dataset, m, horizon) for m in labels}
-            samples = {m: p for m, p in samples.items() if p.is_file()}
-            if not samples:
-                continue
-            main_samples = {m: p for m, p in samples.items() if m in MAIN_MODELS}  # ablations: metrics only
+            main_samples = {m: p for (m, h), p in samples.items() if h == horizon and m in MAIN_MODELS}
             if main_samples:
                 made[f"forecast:{dataset}"] = draw.plot_forecast(
                     dataset, main_samples, plots_dir / f"forecast_{dataset}.png"
                 )
-            for model, sample in samples.items():
-                title = f"{dataset}, {model}, H={horizon}: learned per-head metrics"
-                png = draw.plot_head_metrics(sample, title, plots_dir / f"head_metrics_{dataset}_{model}.png")
-                if png is not None:
-                    made[f"metrics:{dataset}:{model}"] = png
-            break  # one horizon per dataset: the shortest with samples
+                break
+        for model in labels:
+            horizon = min((h for m, h in samples if m == model), default=None)
+            if horizon is None:
+                continue
+            title = f"{dataset}, {model}, H={horizon}: learned per-head metrics"
+            png = draw.plot_head_metrics(samples[(model, horizon)], title,
+                                         plots_dir / f"head_metrics_{dataset}_{model}.png")
+            if png is not None:
+                made[f"metrics:{dataset}:{model}"] = png
     curves = _first_seed_curves(load_curves(results_path), results)
     references = {cell.model: set(cell.compare_with) for cell in expected}
     for dataset, per_horizon in curves.items():
@@ -664,7 +668,6 @@ def write_report(
     *,
     expected: Sequence[ExpectedCell] = (),
     results_name: str | None = None,
-    make_plots: bool = True,
     unavailable: Mapping[str, str] | None = None,
 ) -> Path:
     """Regenerate the report (and its plots in ``<report folder>/plots``) from the results CSV, plus
@@ -676,10 +679,8 @@ def write_report(
 
     results_path, report_path = Path(results_path), Path(report_path)
     rows = read_results(results_path)
-    plots: dict[str, str] = {}
-    if make_plots:
-        made = render_plots(rows, results_path, report_path.parent / "plots", expected)
-        plots = {key: os.path.relpath(path, report_path.parent) for key, path in made.items()}
+    made = render_plots(rows, results_path, report_path.parent / "plots", expected)
+    plots = {key: os.path.relpath(path, report_path.parent) for key, path in made.items()}
     findings_file = results_path.parent / FINDINGS_NAME
     findings = findings_file.read_text(encoding="utf-8") if findings_file.is_file() else None
     text = build_report(rows, results_name=results_name or str(results_path), expected=expected, plots=plots,

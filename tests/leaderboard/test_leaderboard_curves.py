@@ -97,3 +97,44 @@ def test_ablation_figure_shows_each_row_with_the_rows_its_grid_compares_it_with(
     assert set(shown[96]) == {"itransformer_mha", "itransformer_damcha", "gateformer_damcha",
                               "itransformer_damcha_static", "gateformer_damcha_static"}
     assert set(ablation_curves(per_horizon, {})[96]) == {"itransformer_damcha_static", "gateformer_damcha_static"}
+
+
+def _write_sample(path, horizon: int, with_metrics: bool) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(horizon)
+    arrays = {"x": rng.normal(size=(2, 96, 3)), "y": rng.normal(size=(2, horizon, 3)),
+              "pred": rng.normal(size=(2, horizon, 3)), "window": np.arange(2),
+              "start": np.array(["2017-01-01 00:00:00", "2017-01-01 01:00:00"]),
+              "columns": np.array(["HUFL", "MULL", "OT"])}
+    if with_metrics:
+        arrays["head_metrics"] = rng.normal(size=(2, 4, 4))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **arrays)
+
+
+def test_each_figure_comes_from_the_shortest_horizon_that_has_its_sample(tmp_path):
+    """Only an ablation row has a sample at H=96: the forecast still comes from the main models'
+    samples at H=192, and each model's metric heatmap from its own shortest horizon."""
+    from damcha_ts.leaderboard.results import sample_path
+
+    results, plots = tmp_path / "leaderboard.csv", tmp_path / "plots"
+    have = {("itransformer_damcha_static", 96), ("itransformer_damcha_static", 192),
+            ("itransformer_mha", 192), ("itransformer_damcha", 192), ("itransformer_damcha", 336)}
+    rows = [{**_row(m), "horizon": h, "mse": 0.4, "mae": 0.41}
+            for m in ("itransformer_mha", "itransformer_damcha", "itransformer_damcha_static") for h in (96, 192, 336)]
+    for model, horizon in have:
+        _write_sample(sample_path(results, "ETTh1", model, horizon), horizon, with_metrics="damcha" in model)
+    made = render_plots(rows, results, plots)
+    assert made["forecast:ETTh1"].stat().st_size > 1000
+    assert {key for key in made if key.startswith("metrics:")} == {
+        "metrics:ETTh1:itransformer_damcha", "metrics:ETTh1:itransformer_damcha_static"}
+
+
+def test_a_diverged_run_with_no_finite_validation_loss_is_drawn_without_a_best_epoch(tmp_path):
+    results, plots = tmp_path / "leaderboard.csv", tmp_path / "plots"
+    rows = [{**_row(m), "mse": 0.4, "mae": 0.41} for m in ("itransformer_mha", "itransformer_damcha")]
+    diverged = {"epochs": [1, 2], "train_loss": [float("nan")] * 2, "val_loss": [float("nan")] * 2}
+    healthy = {"epochs": [1, 2], "train_loss": [0.4, 0.3], "val_loss": [0.7, 0.69]}
+    record_curves(results, [(rows[0], healthy), (rows[1], diverged)])
+    assert render_plots(rows, results, plots)["curves:ETTh1"].stat().st_size > 1000

@@ -266,6 +266,79 @@ def test_issue_targets_are_judged_for_the_main_row_and_every_itransformer_varian
         ], label
 
 
+@pytest.mark.parametrize("damcha_wins", [("ETTh1", "ETTh2", "ETTm1", "Weather"), ("ETTh1", "ETTm2")])
+def test_issue_targets_are_met_only_with_three_ett_wins(damcha_wins):
+    """Every dataset run: the ETT target is met with ≥ 3 ETT wins and not met otherwise; Weather
+    is judged on its own. A tie (equal Avg) counts as ≤."""
+    rows = []
+    for dataset in ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "Weather"):
+        for h in HORIZONS:
+            rows.append(_row(dataset, "itransformer_mha", h, 2023, 0.5, 0.5))
+            damcha = 0.5 if dataset == "ETTh1" else (0.45 if dataset in damcha_wins else 0.55)
+            rows.append(_row(dataset, "itransformer_damcha", h, 2023, damcha, 0.5))
+    _, body = _table(_section(build_report(rows, results_name="leaderboard.csv"), "Summary"), "### Issue 5 targets")
+    ett = ("ETTh1", "ETTh2", "ETTm1", "ETTm2")
+    wins = [d in damcha_wins for d in ett]
+    words = ", ".join(f"{d} {'yes' if w else 'no'}" for d, w in zip(ett, wins))
+    status = "met" if sum(wins) >= 3 else "not met"
+    assert body["**itransformer_damcha**"][:2] == [f"{sum(wins)} of 4 run ({words}) → {status}",
+                                                   "yes" if "Weather" in damcha_wins else "no"]
+
+
+def test_average_table_gives_each_architecture_its_avg_and_change_beside_the_published_avg(scenario):
+    """The Summary's Avg table: per dataset the seed-mean Avg of each main model, the change
+    100·(DAMCHA − MHA)/MHA, the published iTransformer Avg; `missing` where a grid plans the row
+    and it has not run, `–` where no grid plans it."""
+    rows, expected, values = scenario
+    gateformer = [_row("ETTh2", m, h, 2021, mse, 0.4) for h in HORIZONS
+                  for m, mse in (("gateformer_mha", 0.40 + h / 10_000), ("gateformer_damcha", 0.39 + h / 10_000))]
+    summary = _section(build_report(rows + gateformer, results_name="leaderboard.csv", expected=expected), "Summary")
+    header, body = _table(summary, "### Average MSE per dataset")
+
+    def avg(dataset, model, table=values):
+        per_seed = {}
+        for (d, m, h, s), v in table.items():
+            if (d, m) == (dataset, model):
+                per_seed.setdefault(s, []).append(v[0])
+        complete = [np.mean(v) for v in per_seed.values() if len(v) == len(HORIZONS)]
+        return complete
+
+    published = load_published()
+    etth1_mha, etth1_dam = avg("ETTh1", "itransformer_mha"), avg("ETTh1", "itransformer_damcha")
+    change = 100 * (np.mean(etth1_dam) - np.mean(etth1_mha)) / np.mean(etth1_mha)
+    assert body["ETTh1"] == [_expected_text(etth1_mha, 0), _expected_text(etth1_dam, 0), f"{change:+.2f} %",
+                             "missing", "–", "–", f"{published.value('ETTh1', 'iTransformer', 'avg', 'mse'):.3f}"]
+    gate = {m: np.mean([r["mse"] for r in gateformer if r["model"] == m]) for m in ("gateformer_mha", "gateformer_damcha")}
+    gate_change = 100 * (gate["gateformer_damcha"] - gate["gateformer_mha"]) / gate["gateformer_mha"]
+    assert body["ETTh2"] == [_expected_text(avg("ETTh2", "itransformer_mha"), 0), "–", "–",
+                             f"{gate['gateformer_mha']:.3f}", f"{gate['gateformer_damcha']:.3f}",
+                             f"{gate_change:+.2f} %", f"{published.value('ETTh2', 'iTransformer', 'avg', 'mse'):.3f}"]
+    assert body["Weather"][:3] == ["missing", "–", "–"]
+
+
+def test_a_row_from_an_older_config_is_shown_but_named_outdated():
+    current = [ExpectedCell("ETTh1", "itransformer_mha", h, 2023, CURRENT, "cmd") for h in HORIZONS]
+    rows = [_row("ETTh1", "itransformer_mha", h, 2023, 0.4, 0.4) for h in HORIZONS[:3]]
+    rows.append(_row("ETTh1", "itransformer_mha", 720, 2023, 0.5, 0.5, config_hash="0ld0ld0ld0ld"))
+    etth1 = _section(build_report(rows, results_name="leaderboard.csv", expected=current), "ETTh1")
+    _, body = _table(etth1, "**MSE**")
+    assert body["720"][0].strip("*") == "0.500"
+    outdated = etth1.split("Outdated cells", 1)[1]
+    assert "- itransformer_mha: H=720 seed 2023" in outdated
+    assert "H=96" not in outdated
+
+
+def test_published_avg_is_left_out_when_our_table_has_other_horizons():
+    """An Avg over 96 and 192 only must not be compared with (or bolded against) a four-horizon Avg."""
+    rows = [_row("ETTh1", "itransformer_mha", h, 2023, 0.9, 0.9) for h in (96, 192)]
+    _, body = _table(_section(build_report(rows, results_name="leaderboard.csv"), "ETTh1"), "**MSE**")
+    assert list(body) == ["96", "192", "Avg"]
+    assert body["Avg"][0] == "**0.900**"  # ours is the only number of the row, so it is the best
+    assert set(body["Avg"][1:]) == {"–"}
+    published = load_published()
+    assert _value(body["96"][1]) == published.value("ETTh1", "iTransformer", 96, "mse")
+
+
 def test_write_report_regenerates_from_the_csv_file(tmp_path, scenario):
     rows, expected, _ = scenario
     csv_path = tmp_path / "leaderboard.csv"
