@@ -320,7 +320,7 @@ def _summary_section(
             continue
         diff = ours.mean - pub
         verdict = "yes" if abs(diff) <= PARITY_TOLERANCE else "**NO**"
-        body.append([dataset, ours.text(), f"{pub:.3f}", f"{diff:+.3f}", verdict])
+        body.append([dataset, ours.text(), f"{pub:.3f}", f"{diff:+.4f}", verdict])
     lines += _table(["dataset", "ours (itransformer_mha)", "published iTransformer", "difference",
                      f"within {PARITY_TOLERANCE}"], body)
     lines.append("")
@@ -433,6 +433,7 @@ def _damcha_vs_mha_table(results: Mapping[str, DatasetResults]) -> list[str]:
 def _missing_lines(dataset: str, expected: Sequence[ExpectedCell], data: DatasetResults | None) -> list[str]:
     missing: dict[str, list[str]] = {}
     outdated: dict[str, list[str]] = {}
+    diverged: dict[str, list[str]] = {}  # finished without a finite test MSE: left out of every mean
     for cell in expected:
         if cell.dataset != dataset:
             continue
@@ -445,6 +446,8 @@ def _missing_lines(dataset: str, expected: Sequence[ExpectedCell], data: Dataset
             missing.setdefault(cell.model, []).append(where)
         elif cell.config_hash is not None and row["config_hash"] != cell.config_hash:
             outdated.setdefault(cell.model, []).append(where)
+        elif _is_missing(row["mse"]):
+            diverged.setdefault(cell.model, []).append(where)
     lines = []
     if missing:
         lines.append("Missing cells (no result yet; the tables say `missing` or count fewer seeds; a cell in "
@@ -454,6 +457,9 @@ def _missing_lines(dataset: str, expected: Sequence[ExpectedCell], data: Dataset
         lines.append("Outdated cells (shown from a row whose config hash differs from the grid's current "
                      "config; rerun the command to refresh):")
         lines += [f"- {model}: {', '.join(cells)}" for model, cells in outdated.items()]
+    if diverged:
+        lines.append("Cells without a finite test MSE (the run diverged; left out of every mean and seed count):")
+        lines += [f"- {model}: {', '.join(cells)}" for model, cells in diverged.items()]
     return lines + [""] if lines else []
 
 

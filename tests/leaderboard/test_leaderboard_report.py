@@ -195,7 +195,7 @@ def test_damcha_vs_mha_summary_and_parity(scenario):
         verdict = "yes" if abs(difference) <= 0.015 else "**NO**"
         parity = next(line for line in summary.splitlines()
                       if line.startswith(f"| {dataset} |") and line.count("|") == 6)
-        assert parity.endswith(f"| {difference:+.3f} | {verdict} |"), parity
+        assert parity.endswith(f"| {difference:+.4f} | {verdict} |"), parity
     assert "| ETTm1 | missing | 0.407 | – | not run yet |" in summary
 
 
@@ -326,6 +326,16 @@ def test_a_row_from_an_older_config_is_shown_but_named_outdated():
     outdated = etth1.split("Outdated cells", 1)[1]
     assert "- itransformer_mha: H=720 seed 2023" in outdated
     assert "H=96" not in outdated
+
+
+def test_a_cell_without_a_finite_test_mse_is_named_and_left_out_of_the_means():
+    planned = [ExpectedCell("ETTh1", "itransformer_damcha", 96, seed, CURRENT, "cmd") for seed in (2023, 2024)]
+    rows = [_row("ETTh1", "itransformer_damcha", 96, 2023, 0.4, 0.4),
+            _row("ETTh1", "itransformer_damcha", 96, 2024, float("nan"), float("nan"))]
+    etth1 = _section(build_report(rows, results_name="leaderboard.csv", expected=planned), "ETTh1")
+    _, body = _table(etth1, "**MSE**")
+    assert body["96"][0].strip("*") == "0.400 (1/2 seeds)"
+    assert "- itransformer_damcha: H=96 seed 2024" in etth1.split("without a finite test MSE", 1)[1]
 
 
 def test_published_avg_is_left_out_when_our_table_has_other_horizons():
