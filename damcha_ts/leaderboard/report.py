@@ -554,7 +554,8 @@ def build_report(
         lines += _training_table(data, [*main, *ablations])
         lines += _missing_lines(dataset, expected, results.get(dataset))
         if f"curves:{dataset}" in plots:
-            lines += [f"![Training and validation MSE per epoch, {dataset}]({plots[f'curves:{dataset}']})", ""]
+            caption = f"Training and validation MSE per epoch, {dataset} (each model's lowest seed)"
+            lines += [f"![{caption}]({plots[f'curves:{dataset}']})", ""]
         if f"curves_ablations:{dataset}" in plots:
             lines += [f"![Ablation rows per epoch, {dataset}]({plots[f'curves_ablations:{dataset}']})", ""]
         if f"forecast:{dataset}" in plots:
