@@ -31,6 +31,7 @@ Relative paths (``config``) are resolved against the project root: the folder ho
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -173,10 +174,40 @@ def _check_keys(found: dict, allowed: set[str], where: str) -> None:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(allowed)}")
 
 
-def _int_list(value, where: str) -> tuple[int, ...]:
-    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, int) for v in value):
-        raise ConfigError(f"{where}: expected a non-empty list of integers, got {value!r}")
+def _int_list(value, where: str, minimum: int = 0) -> tuple[int, ...]:
+    """A non-empty list of distinct integers ≥ ``minimum`` (YAML's true/false are not integers)."""
+    if (not isinstance(value, (list, tuple)) or not value
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)):
+        raise ConfigError(f"{where}: expected a non-empty list of integers ≥ {minimum}, got {value!r}")
+    if len(set(value)) != len(value):
+        raise ConfigError(f"{where}: {value!r} lists a value twice")
     return tuple(value)
+
+
+def _str_list(value, where: str) -> tuple[str, ...]:
+    """A list of strings; a bare string is an error (it would otherwise be read letter by letter)."""
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _safe_name(value, where: str) -> str:
+    """Grid names and model labels become folder and file names: letters, digits, '_', '-', '.'."""
+    text = str(value)
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", text):
+        raise ConfigError(f"{where}: {text!r} may only use letters, digits, '_', '-' and '.' (it names folders)")
+    return text
+
+
+def _check_template(template: str, where: str) -> str:
+    try:
+        template.format(model="m", dataset="d", dataset_lower="d")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(f"{where}: {template!r} may only use {{model}}, {{dataset}} and {{dataset_lower}} "
+                          f"({type(exc).__name__}: {exc})") from exc
+    return template
 
 
 def _mapping(value, where: str) -> dict:
@@ -216,7 +247,10 @@ def load_grid(path: str | Path) -> LeaderboardGrid:
     import yaml
 
     path = _find_grid(path)
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     _check_keys(raw, GRID_KEYS, str(path))
@@ -226,8 +260,10 @@ def load_grid(path: str | Path) -> LeaderboardGrid:
 
     from damcha_ts.models import MODEL_NAMES
 
+    if not isinstance(raw["models"], list) or not raw["models"]:
+        raise ConfigError(f"{path}: 'models' must be a non-empty list of {{name: ...}} entries")
     models = []
-    for index, entry in enumerate(raw["models"] or []):
+    for index, entry in enumerate(raw["models"]):
         where = f"{path}: models[{index}]"
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: expected a mapping with at least 'name'")
@@ -237,23 +273,24 @@ def load_grid(path: str | Path) -> LeaderboardGrid:
         models.append(
             ModelEntry(
                 name=entry["name"],
-                label=str(entry.get("label", entry["name"])),
-                config=str(entry.get("config", DEFAULT_MODEL_CONFIG)),
-                overrides=tuple(str(o) for o in entry.get("overrides") or ()),
+                label=_safe_name(entry.get("label", entry["name"]), f"{where}.label"),
+                config=_check_template(str(entry.get("config", DEFAULT_MODEL_CONFIG)), f"{where}.config"),
+                overrides=_str_list(entry.get("overrides"), f"{where}.overrides"),
                 seeds=_int_list(entry["seeds"], f"{where}.seeds") if "seeds" in entry else None,
             )
         )
     labels = [m.label for m in models]
-    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    duplicates = sorted({label for label in labels if labels.count(label) > 1 or label in NAIVE_METHODS})
     if duplicates:
-        raise ConfigError(f"{path}: model label(s) {duplicates} appear twice; give ablations a 'label'")
+        raise ConfigError(f"{path}: model label(s) {duplicates} appear twice (or name a naive method); "
+                          "give ablations a 'label'")
 
-    compare_with = tuple(str(label) for label in raw.get("compare_with") or ())
+    compare_with = _str_list(raw.get("compare_with"), f"{path}: compare_with")
     for label in compare_with:
         if label not in (*MODEL_NAMES, *NAIVE_METHODS):
             raise ConfigError(f"{path}: compare_with {label!r} is not one of {[*MODEL_NAMES, *NAIVE_METHODS]}")
 
-    naive = tuple(raw.get("naive") or ())
+    naive = _str_list(raw.get("naive"), f"{path}: naive")
     for method in naive:
         if method not in NAIVE_METHODS:
             raise ConfigError(f"{path}: naive method {method!r} is not one of {list(NAIVE_METHODS)}")
@@ -262,16 +299,20 @@ def load_grid(path: str | Path) -> LeaderboardGrid:
     dataset_seeds: dict[str, dict[str, tuple[int, ...]]] = {}
     raw_datasets = raw["datasets"]
     if isinstance(raw_datasets, list):
-        raw_datasets = {name: {} for name in raw_datasets}
+        if not all(isinstance(name, str) for name in raw_datasets):
+            raise ConfigError(f"{path}: 'datasets' as a list must hold dataset names, got {raw_datasets!r}")
+        raw_datasets = dict.fromkeys(raw_datasets)
     if not isinstance(raw_datasets, dict) or not raw_datasets:
         raise ConfigError(f"{path}: 'datasets' must be a non-empty mapping of dataset -> options")
     for given, options in raw_datasets.items():
         where = f"{path}: datasets.{given}"
         name = _canonical_dataset(str(given), where)
-        options = options or {}
+        if name in datasets:
+            raise ConfigError(f"{where}: {name} is listed twice")
+        options = _mapping(options, where)
         _check_keys(options, DATASET_KEYS, where)
         seeds = {}
-        for label, seed_list in (options.get("seeds") or {}).items():
+        for label, seed_list in _mapping(options.get("seeds"), f"{where}.seeds (per model label)").items():
             if label not in labels:
                 raise ConfigError(f"{where}.seeds: {label!r} is not a model label of this grid ({labels})")
             seeds[label] = _int_list(seed_list, f"{where}.seeds.{label}")
@@ -279,13 +320,13 @@ def load_grid(path: str | Path) -> LeaderboardGrid:
         dataset_seeds[name] = seeds
 
     return LeaderboardGrid(
-        name=str(raw["name"]),
+        name=_safe_name(raw["name"], f"{path}: name"),
         path=path,
         project_root=_project_root(path),
-        horizons=_int_list(raw["horizons"], f"{path}: horizons"),
+        horizons=_int_list(raw["horizons"], f"{path}: horizons", minimum=1),
         seeds=_int_list(raw.get("seeds", [2021]), f"{path}: seeds"),
         naive=naive,
-        overrides=tuple(str(o) for o in raw.get("overrides") or ()),
+        overrides=_str_list(raw.get("overrides"), f"{path}: overrides"),
         models=tuple(models),
         datasets=tuple(datasets),
         dataset_seeds=dataset_seeds,

@@ -83,3 +83,52 @@ def test_shipped_grids_load_by_name_and_are_not_run_configs():
     with pytest.raises(ConfigError, match=r"'etth'.*shipped: ablations.*ett"):
         load_grid("etth")
     assert not [name for name in available_configs() if name.startswith(("leaderboard/", "search/"))]
+
+
+GOOD = """name: mine
+horizons: [96, 192]
+seeds: [2021]
+naive: [repeat_last]
+models:
+  - name: itransformer_mha
+datasets:
+  ETTh1: {}
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("horizons: [96, 192]", "horizons: [96, 192"), r"bad\.yaml: not valid YAML"),
+        (("ETTh1: {}", "ETTh1: {seeds: [2021]}"), r"datasets\.ETTh1\.seeds \(per model label\): expected a mapping"),
+        (("ETTh1: {}", "ETTh1: 5"), r"datasets\.ETTh1: expected a mapping, got 5"),
+        (("datasets:\n  ETTh1: {}", "datasets: [{ETTh1: {}}]"), r"'datasets' as a list must hold dataset names"),
+        (("ETTh1: {}", "ETTh1: {}\n  etth1: {}"), r"datasets\.etth1: ETTh1 is listed twice"),
+        (("  - name: itransformer_mha", "  - name: itransformer_mha\n    config: configs/{modle}/x.yaml"),
+         r"models\[0\]\.config: 'configs/\{modle\}/x\.yaml' may only use \{model\}"),
+        (("  - name: itransformer_mha", "  - name: itransformer_mha\n    overrides: model.d_model=16"),
+         r"models\[0\]\.overrides: expected a list of strings, got 'model\.d_model=16'"),
+        (("naive: [repeat_last]", "naive: repeat_last"), r"naive: expected a list of strings"),
+        (("horizons: [96, 192]", "horizons: [96, 96]"), r"horizons: \[96, 96\] lists a value twice"),
+        (("horizons: [96, 192]", "horizons: [0, 96]"), r"horizons: expected a non-empty list of integers ≥ 1"),
+        (("horizons: [96, 192]", "horizons: [true]"), r"horizons: expected a non-empty list of integers"),
+        (("name: mine", "name: ../../elsewhere"), r"name: '\.\./\.\./elsewhere' may only use letters"),
+        (("  - name: itransformer_mha", "  - name: itransformer_mha\n    label: repeat_last"),
+         r"label\(s\) \['repeat_last'\] appear twice \(or name a naive method\)"),
+        (("models:\n  - name: itransformer_mha", "models: itransformer_mha"), r"'models' must be a non-empty list"),
+    ],
+    ids=["yaml-syntax", "dataset-seeds-list", "dataset-options-number", "datasets-list-of-mappings",
+         "dataset-twice", "template-typo", "overrides-string", "naive-string", "horizon-twice", "horizon-zero",
+         "horizon-bool", "name-escapes-folder", "label-is-naive", "models-string"],
+)
+def test_a_bad_grid_file_is_refused_with_the_file_and_key_named(tmp_path, change, message):
+    from damcha_ts.errors import ConfigError
+
+    old, new = change
+    assert old in GOOD
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(GOOD)
+    assert load_grid(good).cells()  # the unchanged file loads
+    bad.write_text(GOOD.replace(old, new))
+    with pytest.raises(ConfigError, match=message):
+        load_grid(bad)
