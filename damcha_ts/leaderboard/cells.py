@@ -150,6 +150,17 @@ class CellBusy(Exception):
     """Another process is running this cell (two runners with overlapping grids): skip it here."""
 
 
+def held_elsewhere(resolved: ResolvedCell) -> bool:
+    """Whether another process holds this cell's run folder right now. A probe for planning (so
+    that ``--max-cells`` counts cells this runner can take); ``run_cell`` still takes the lock."""
+    from damcha_ts.files import locked_folder
+
+    if resolved.run_dir is None or not resolved.run_dir.is_dir():
+        return False
+    with locked_folder(resolved.run_dir, wait=False) as held:
+        return not held
+
+
 def _run_neural(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
     from damcha_ts.files import locked_folder
     from damcha_ts.training import run_experiment

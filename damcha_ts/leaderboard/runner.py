@@ -39,6 +39,7 @@ from damcha_ts.leaderboard.cells import (
     CellBusy,
     ResolvedCell,
     checkpointed_epochs,
+    held_elsewhere,
     resolve_cell,
     run_cell,
 )
@@ -192,7 +193,15 @@ def run_leaderboard(
     # Cells that failed last time go last, so that with --max-cells a cell that keeps failing cannot
     # hold back the rest of the grid (they are still retried once nothing else is left).
     pending.sort(key=lambda item: _failed_before(item))
-    todo = pending if max_cells is None else pending[: max(0, max_cells)]
+    # Cells another runner is training now are left to it, and do not use up --max-cells.
+    free = []
+    for item in pending:
+        if held_elsewhere(item):
+            summary.busy.append(item.cell.describe())
+            log(f"{item.cell.describe()}: skipped, another leaderboard process is running it")
+        else:
+            free.append(item)
+    todo = free if max_cells is None else free[: max(0, max_cells)]
     log(f"leaderboard {grid.name}: {len(cells)} cells, {summary.already_finished} already in {results_path}, "
         f"{len(pending)} to run, running {len(todo)} now")
 

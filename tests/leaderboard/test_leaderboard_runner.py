@@ -203,6 +203,38 @@ def test_a_cell_another_runner_holds_is_skipped_not_failed(tmp_path, capsys):
     assert not (neural.run_dir / "checkpoints").exists()  # nothing of the other runner's was touched
 
 
+def _fake_row(item) -> dict:
+    """A result row for a cell, without training (for tests of the runner's bookkeeping)."""
+    return {"dataset": item.cell.dataset, "model": item.cell.model, "horizon": item.cell.horizon,
+            "seed": item.cell.seed, "mse": 1.0, "mae": 1.0, "config_hash": item.config_hash, "epochs_run": 1,
+            "best_epoch": 0, "n_params": 1, "seconds_per_epoch": 1.0, "wall_seconds": 1.0, "versions": "",
+            "hardware": "", "grid": item.grid_name, "timestamp": ""}
+
+
+def test_cells_another_runner_holds_do_not_use_up_max_cells(tmp_path, monkeypatch):
+    """Two runners in pieces (--max-cells 1) on one grid: the second takes the next free cell
+    instead of spending its budget on the one the first is training."""
+    import fcntl
+
+    from damcha_ts.leaderboard import runner as runner_module
+    from damcha_ts.leaderboard.runner import run_leaderboard
+
+    grid, runs = load_grid(SMOKE), tmp_path / "runs"
+    only = ("itransformer_mha", "itransformer_damcha")
+    first, second = [resolve_cell(c, grid, runs) for c in grid.cells(only_models=only)][:2]
+    monkeypatch.setattr(runner_module, "run_cell", lambda item, kwargs: _fake_row(item))
+    first.run_dir.mkdir(parents=True)
+    holder = os.open(first.run_dir, os.O_RDONLY)  # the other runner, training the first cell
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        run = run_leaderboard(grid, tmp_path / "lb.csv", runs_dir=runs, only_models=only, max_cells=1,
+                              log=lambda _: None)
+    finally:
+        os.close(holder)
+    assert run.busy == [first.cell.describe()]
+    assert [(row["model"], row["horizon"]) for row in run.ran] == [(second.cell.model, second.cell.horizon)]
+
+
 def test_a_cell_that_keeps_failing_does_not_hold_back_the_grid(tmp_path, monkeypatch, one_thread):
     from damcha_ts.leaderboard import runner as runner_module
     from damcha_ts.leaderboard.runner import run_leaderboard
@@ -213,10 +245,7 @@ def test_a_cell_that_keeps_failing_does_not_hold_back_the_grid(tmp_path, monkeyp
     def run_or_break(item, trainer_kwargs):
         if item.cell.model == broken:
             raise RuntimeError("this cell always fails")
-        return {"dataset": item.cell.dataset, "model": item.cell.model, "horizon": item.cell.horizon,
-                "seed": item.cell.seed, "mse": 1.0, "mae": 1.0, "config_hash": item.config_hash, "epochs_run": 1,
-                "best_epoch": 0, "n_params": 1, "seconds_per_epoch": 1.0, "wall_seconds": 1.0, "versions": "",
-                "hardware": "", "grid": item.grid_name, "timestamp": ""}
+        return _fake_row(item)
 
     monkeypatch.setattr(runner_module, "run_cell", run_or_break)
     results, runs = tmp_path / "lb.csv", tmp_path / "runs"
