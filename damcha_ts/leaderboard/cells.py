@@ -251,9 +251,14 @@ def save_prediction_sample(config: dict, run_dir: Path) -> Path:
         arrays["head_metrics"] = _sample_mean(first.head_metrics, per_sample_dims=4).numpy()
         if first.full_metric is not None:
             arrays["full_metric"] = _sample_mean(first.full_metric, per_sample_dims=3).numpy()
-    path = run_dir / SAMPLE_FILE
-    np.savez_compressed(path, **arrays)
-    return path
+    import io
+
+    from damcha_ts.files import write_atomically
+
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    # Atomic: the sample's presence is what tells a rerun the cell needs no new one.
+    return write_atomically(run_dir / SAMPLE_FILE, buffer.getvalue())
 
 
 def _sample_mean(metric, per_sample_dims: int):
