@@ -316,8 +316,10 @@ def run_in_workers(
     workers = []
     threads = threads_per_worker(len(slots))
     for slot in slots:
+        # Not a daemon: a daemon may not start children, and a cell may use DataLoader workers. The
+        # `finally` below and _die_with_parent make sure no worker outlives the runner.
         process = context.Process(
-            target=_worker, args=(dict(slot), threads, trainer_kwargs, tasks, results), daemon=True
+            target=_worker, args=(dict(slot), threads, trainer_kwargs, tasks, results), daemon=False
         )
         process.start()
         workers.append(process)

@@ -327,6 +327,21 @@ def test_bad_arguments_are_named(tmp_path, capsys):
     assert not (tmp_path / "r.csv").exists()
 
 
+def test_a_cell_in_a_worker_process_may_use_dataloader_workers(tmp_path):
+    """Worker processes are not daemons: a daemon may not start children, so a cell with
+    ``training.num_workers > 0`` would fail on every GPU run (and with --cpu-jobs)."""
+    import dataclasses
+
+    grid = load_grid(SMOKE)
+    cell = next(c for c in grid.cells() if c.model == "itransformer_mha")
+    item = resolve_cell(dataclasses.replace(cell, overrides=(*cell.overrides, "training.num_workers=1")), grid, tmp_path)
+    recorded = {}
+    run_in_workers([item], [{"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}],
+                   {"accelerator": "cpu", "devices": 1}, lambda i, _, row, error: recorded.update({i: (row, error)}))
+    row, error = recorded[0]
+    assert error is None and row["model"] == "itransformer_mha" and row["epochs_run"] == 2
+
+
 def test_workers_die_with_a_sigkilled_runner(tmp_path):
     """No orphan may go on training cells whose rows nobody would write (OOM killer, timeout -k)."""
     import yaml
