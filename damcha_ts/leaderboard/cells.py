@@ -139,9 +139,13 @@ def _drop_unreadable_checkpoint(run_dir: Path) -> None:
     last = run_dir / CHECKPOINT_DIR / "last.ckpt"
     if not last.is_file():
         return
+    import pickle
+
     try:
         torch.load(last, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is equally unusable
+    # What a cut-off or corrupt file raises; not OSError or MemoryError, which may pass and must not
+    # cost a good resume point.
+    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as exc:
         print(f"{run_dir}: {last.name} is unreadable ({exc}); the cell starts afresh", file=sys.stderr)
         last.unlink()
 

@@ -412,3 +412,21 @@ def test_a_cell_finished_meanwhile_is_not_trained_again(tmp_path, monkeypatch, o
     (neural.run_dir / "metrics.json").unlink()
     with pytest.raises(AssertionError, match="trained again"):
         run_cell(neural, {})
+
+
+def test_a_checkpoint_cut_off_mid_write_is_dropped_and_an_intact_one_kept(tmp_path):
+    import torch
+
+    from damcha_ts.leaderboard.cells import _drop_unreadable_checkpoint, checkpointed_epochs
+
+    intact, cut = tmp_path / "intact", tmp_path / "cut"
+    for run_dir in (intact, cut):
+        (run_dir / "checkpoints").mkdir(parents=True)
+        torch.save({"epoch": 2, "state_dict": {"w": torch.randn(256, 256)}}, run_dir / "checkpoints" / "last.ckpt")
+    data = (cut / "checkpoints" / "last.ckpt").read_bytes()
+    (cut / "checkpoints" / "last.ckpt").write_bytes(data[: len(data) // 2])  # a kill mid-write
+    assert checkpointed_epochs(intact) == 3 and checkpointed_epochs(cut) == 0
+    for run_dir in (intact, cut):
+        _drop_unreadable_checkpoint(run_dir)
+    assert (intact / "checkpoints" / "last.ckpt").is_file()
+    assert not (cut / "checkpoints" / "last.ckpt").exists()
