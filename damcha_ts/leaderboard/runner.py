@@ -172,20 +172,19 @@ def run_leaderboard(
     cells = grid.cells(tuple(only_datasets), tuple(only_models))
     summary = LeaderboardRun(grid=grid.relative_path, results=str(results_path), planned=len(cells))
 
-    available = []
-    for dataset in dict.fromkeys(c.dataset for c in cells):
-        try:
-            locate_dataset(dataset, download=download)
-            available.append(dataset)
-        except (DatasetNotFoundError, ChecksumError) as exc:
-            missing = missing_dataset_message(dataset, exc, sum(c.dataset == dataset for c in cells))
-            summary.missing_datasets.append(missing)
-            log(missing.message)
-
-    resolved = [resolve_cell(c, grid, runs_dir) for c in cells if c.dataset in available]
+    resolved = [resolve_cell(c, grid, runs_dir) for c in cells]
     finished = {cell_key(row): row for row in read_results(results_path)}  # read once per call
     pending = [r for r in resolved if r.key not in finished]
     summary.already_finished = len(resolved) - len(pending)
+    # Only datasets with cells left to run need their file (a finished grid reruns anywhere).
+    for dataset in dict.fromkeys(r.cell.dataset for r in pending):
+        try:
+            locate_dataset(dataset, download=download)
+        except (DatasetNotFoundError, ChecksumError) as exc:
+            missing = missing_dataset_message(dataset, exc, sum(r.cell.dataset == dataset for r in pending))
+            summary.missing_datasets.append(missing)
+            log(missing.message)
+            pending = [r for r in pending if r.cell.dataset != dataset]
     # Cells finished before curves were kept (or on another machine): take their curves if the run
     # folder is here.
     have_curves = {cell_key(item) for item in load_curves(results_path)}

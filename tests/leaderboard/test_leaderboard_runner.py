@@ -24,7 +24,7 @@ from damcha_ts.cli.main import main
 from damcha_ts.data import get_spec, locate_dataset
 from damcha_ts.leaderboard.cells import ResolvedCell, resolve_cell, run_cell
 from damcha_ts.leaderboard.grid import Cell, load_grid
-from damcha_ts.leaderboard.results import cell_key, read_results
+from damcha_ts.leaderboard.results import append_result, cell_key, read_results
 from damcha_ts.leaderboard.runner import run_in_workers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -282,6 +282,20 @@ def test_missing_dataset_files_are_named_with_how_to_provide_them(tmp_path, caps
     for dataset, filename in (("Traffic", "traffic.csv"), ("Electricity", "electricity.csv")):
         assert f"## {dataset}" in report and f"Data: `{filename}` was not found" in report
     assert "- itransformer_damcha: H=96 seed 2023, H=192 seed 2023, H=336 seed 2023, H=720 seed 2023" in report
+
+
+def test_a_finished_grid_reruns_without_its_dataset_file(tmp_path, monkeypatch):
+    """Rows merged from another machine: nothing is left to run, so the file is not needed."""
+    from damcha_ts.leaderboard.runner import run_leaderboard
+
+    grid, results, runs = load_grid(SMOKE), tmp_path / "lb.csv", tmp_path / "runs"
+    for item in (resolve_cell(c, grid, runs) for c in grid.cells()):
+        append_result(results, _fake_row(item))
+    monkeypatch.setenv("DAMCHA_TS_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("DAMCHA_TS_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "empty").mkdir()
+    run = run_leaderboard(grid, results, runs_dir=runs, download=False, log=lambda _: None)
+    assert run.missing_datasets == [] and run.already_finished == len(grid.cells()) and run.remaining == 0
 
 
 def test_worker_pool_runs_cells_in_spawned_processes(tmp_path):
