@@ -6,7 +6,8 @@ next to the CSV. ``--config`` may be repeated (grids run in order, then one repo
 the report also lists the missing cells of every grid named in the CSV). ``--report-only`` skips the
 runs. Progress goes to stderr; with ``--json`` stdout holds exactly one JSON object (what ran, what
 failed, which dataset files are missing).
-Exit status: 0 when no cell failed (cells of missing datasets are skipped, not failed), 1 otherwise.
+Exit status: 0 when no cell failed (cells of missing datasets are skipped, not failed) and the report
+was regenerated, 1 otherwise (a report that fails after cells ran still leaves their rows and the summary).
 """
 
 from __future__ import annotations
@@ -143,13 +144,24 @@ def run(args: argparse.Namespace) -> int:
         summaries.append(summary)
         if budget is not None:
             budget = max(0, budget - len(summary.ran) - len(summary.failed))
-    rows = read_results(results)
-    expected = [cell for g in _report_grids(grids, rows) for cell in expected_cells(g, runs_dir, rows)]
-    report = write_report(results, results.parent / REPORT_NAME, expected=expected,
-                          results_name=_display(results, root), unavailable=_unavailable(expected))
+    report_error = None
+    try:
+        rows = read_results(results)
+        expected = [cell for g in _report_grids(grids, rows) for cell in expected_cells(g, runs_dir, rows)]
+        report = write_report(results, results.parent / REPORT_NAME, expected=expected,
+                              results_name=_display(results, root), unavailable=_unavailable(expected))
+    except Exception as exc:
+        if not summaries:  # --report-only: the report is the whole job, so its error is the command's
+            raise
+        # Cells ran and their rows are saved: say what ran, then how the report failed.
+        report, report_error = None, f"{type(exc).__name__}: {exc}"
+        print(f"damcha-ts: the report was not regenerated ({report_error}); the rows are saved in {results}. "
+              "Fix the cause and rerun with --report-only.", file=sys.stderr)
 
     outcome = _merge(summaries, grids, results)
-    outcome["report"] = str(report)
+    outcome["report"] = None if report is None else str(report)
+    if report_error:
+        outcome["report_error"] = report_error
     if args.json:
         print(json.dumps(outcome, default=str))
     else:
@@ -160,8 +172,9 @@ def run(args: argparse.Namespace) -> int:
                 + "".join(f"; {m['dataset']}: {m['filename']} missing ({m['cells']} cells skipped)"
                           for m in outcome["missing_datasets"])
             )
-        print(f"report: {report}")
-    return 1 if outcome["failed"] else 0
+        if report is not None:
+            print(f"report: {report}")
+    return 1 if outcome["failed"] or report_error else 0
 
 
 def _unavailable(expected: list) -> dict[str, str]:

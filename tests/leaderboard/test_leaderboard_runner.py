@@ -298,6 +298,27 @@ def test_a_finished_grid_reruns_without_its_dataset_file(tmp_path, monkeypatch):
     assert run.missing_datasets == [] and run.already_finished == len(grid.cells()) and run.remaining == 0
 
 
+def test_a_report_that_fails_after_cells_ran_keeps_their_rows_and_the_summary(tmp_path, capsys, monkeypatch):
+    from damcha_ts.leaderboard import report as report_module
+    from damcha_ts.leaderboard import runner as runner_module
+
+    def broken_report(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(runner_module, "run_cell", lambda item, kwargs: _fake_row(item))
+    monkeypatch.setattr(report_module, "write_report", broken_report)
+    results = tmp_path / "lb.csv"
+    base = ["leaderboard", "--config", str(SMOKE), "--results", str(results), "--runs-dir", str(tmp_path / "runs")]
+    code = main([*base, "--only-model", "repeat_last", "--json"])
+    captured = capsys.readouterr()
+    outcome = json.loads(captured.out)
+    assert code == 1 and len(outcome["ran"]) == 1 and outcome["report_error"] == "OSError: disk full"
+    assert "--report-only" in captured.err and [row["model"] for row in read_results(results)] == ["repeat_last"]
+    # With nothing run, the report is the whole job: its error is the command's.
+    with pytest.raises(OSError, match="disk full"):
+        main([*base, "--report-only"])
+
+
 def test_worker_pool_runs_cells_in_spawned_processes(tmp_path):
     """The CUDA path (one process per device) with two CPU "devices": rows match an in-process
     run, and a broken cell is reported as failed without stopping the others."""
