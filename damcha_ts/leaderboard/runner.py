@@ -222,6 +222,7 @@ def run_leaderboard(
             (item.run_dir / FAILED_MARK).unlink(missing_ok=True)
         if not append_result(results_path, row):
             log(f"{prefix}: another runner wrote this cell's row first; kept that one")
+            summary.already_finished += 1
             return
         _keep_sample(item, grid, results_path)
         _keep_curves(results_path, [(row, item)])
@@ -251,7 +252,10 @@ def run_leaderboard(
                 record(index, item, None, traceback.format_exc())
             else:
                 record(index, item, row, None)
-    summary.remaining = len(pending) - len(summary.ran)
+    # Still to run: what has no row yet (failed cells and those another runner holds included),
+    # leaving out the cells of missing dataset files.
+    summary.remaining = len(resolved) - summary.already_finished - len(summary.ran) - sum(
+        m.cells for m in summary.missing_datasets)
     return summary
 
 

@@ -235,6 +235,23 @@ def test_cells_another_runner_holds_do_not_use_up_max_cells(tmp_path, monkeypatc
     assert [(row["model"], row["horizon"]) for row in run.ran] == [(second.cell.model, second.cell.horizon)]
 
 
+def test_a_row_another_runner_wrote_first_counts_as_finished_not_remaining(tmp_path, monkeypatch):
+    from damcha_ts.leaderboard import runner as runner_module
+    from damcha_ts.leaderboard.runner import run_leaderboard
+
+    results = tmp_path / "lb.csv"
+
+    def other_runner_finishes_first(item, kwargs):
+        append_result(results, {**_fake_row(item), "mse": 0.5})  # the other runner's row lands first
+        return _fake_row(item)
+
+    monkeypatch.setattr(runner_module, "run_cell", other_runner_finishes_first)
+    run = run_leaderboard(load_grid(SMOKE), results, runs_dir=tmp_path / "runs", only_models=("repeat_last",),
+                          log=lambda _: None)
+    assert run.ran == [] and run.already_finished == 1 and run.remaining == 0
+    assert [row["mse"] for row in read_results(results)] == [0.5]
+
+
 def test_a_cell_that_keeps_failing_does_not_hold_back_the_grid(tmp_path, monkeypatch, one_thread):
     from damcha_ts.leaderboard import runner as runner_module
     from damcha_ts.leaderboard.runner import run_leaderboard
