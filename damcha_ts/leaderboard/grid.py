@@ -26,7 +26,8 @@ Example (every key is listed here; unknown keys are errors)::
       ETTm1: {}
 
 Relative paths (``config``) are resolved against the project root: the folder holding the
-``configs/`` directory the grid file lives in (or the grid file's own folder if it is elsewhere).
+``configs/`` directory the grid file lives in (or the grid file's own folder if it is elsewhere);
+a path found only among the shipped configs (``configs/itransformer_mha/etth1.yaml``) is taken from there.
 """
 
 from __future__ import annotations
@@ -114,9 +115,16 @@ class LeaderboardGrid:
         return model.seeds if model is not None and model.seeds is not None else self.seeds
 
     def config_path(self, model: ModelEntry, dataset: str) -> Path:
+        """The model's run config for ``dataset``: relative paths from the project root, falling back
+        to the shipped ``configs/`` (so a grid kept outside the project can use the default template)."""
+        from damcha_ts.training.config import CONFIG_ROOT
+
         relative = model.config.format(model=model.name, dataset=dataset, dataset_lower=dataset.lower())
         path = Path(relative)
-        return path if path.is_absolute() else self.project_root / path
+        if path.is_absolute():
+            return path
+        local, shipped = self.project_root / path, CONFIG_ROOT.parent / path
+        return shipped if not local.is_file() and shipped.is_file() else local
 
     @property
     def model_labels(self) -> tuple[str, ...]:

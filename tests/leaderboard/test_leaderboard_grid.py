@@ -132,3 +132,19 @@ def test_a_bad_grid_file_is_refused_with_the_file_and_key_named(tmp_path, change
     bad.write_text(GOOD.replace(old, new))
     with pytest.raises(ConfigError, match=message):
         load_grid(bad)
+
+
+def test_a_grid_kept_outside_the_project_uses_the_shipped_run_configs(tmp_path):
+    (tmp_path / "configs" / "itransformer_mha").mkdir(parents=True)
+    own = tmp_path / "configs" / "itransformer_mha" / "etth2.yaml"  # the user's own copy wins
+    own.write_text((ETT.parents[1] / "itransformer_mha" / "etth2.yaml").read_text())
+    elsewhere = tmp_path / "grids" / "mine.yaml"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(GOOD.replace("ETTh1: {}", "ETTh1: {}\n  ETTh2: {}"))
+    paths = {c.dataset: c.config_path for c in load_grid(elsewhere).cells() if not c.is_naive}
+    assert paths["ETTh1"] == ETT.parents[1] / "itransformer_mha" / "etth1.yaml"
+    inside = tmp_path / "configs" / "leaderboard" / "mine.yaml"
+    inside.parent.mkdir()
+    inside.write_text(elsewhere.read_text())
+    paths = {c.dataset: c.config_path for c in load_grid(inside).cells() if not c.is_naive}
+    assert paths["ETTh2"] == own and paths["ETTh1"] == ETT.parents[1] / "itransformer_mha" / "etth1.yaml"
