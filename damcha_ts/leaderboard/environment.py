@@ -19,10 +19,36 @@ def library_versions() -> str:
         except PackageNotFoundError:
             return "absent"
 
+    commit = source_commit()
     return (
         f"python={platform.python_version()} torch={installed('torch')} "
-        f"lightning={installed('lightning')} damcha_ts={__version__}"
+        f"lightning={installed('lightning')} damcha_ts={__version__}" + (f" commit={commit}" if commit else "")
     )
+
+
+def source_commit() -> str | None:
+    """The git commit of the checkout ``damcha_ts`` runs from (12 hex digits, ``-dirty`` when tracked
+    files differ from it), or None outside a checkout: one version string cannot tell two states
+    of the code apart."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    if not (root / ".git").exists():
+        return None
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if not commit:
+        return None
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    return commit + ("-dirty" if changed else "")
 
 
 def cpu_model() -> str:
