@@ -103,7 +103,10 @@ class Forecaster:
         )
         self.model_config = _model_config(model, self.lookback, self.horizon, model_options)
         # Data settings of a run config (features, target, time marks, split); empty by default.
+        # ``data_config`` is what the last fit used (saved with the model); refits start from
+        # ``_configured_data``.
         self.data_config: dict[str, Any] = {}
+        self._configured_data: dict[str, Any] = {}
         self.model_: Any = None
         self.meta_: Any = None
         self.fit_result_: dict = {}
@@ -144,6 +147,7 @@ class Forecaster:
             **training,
         )
         forecaster.data_config = {k: v for k, v in data.items() if k not in ("seq_len", "pred_len")}
+        forecaster._configured_data = dict(forecaster.data_config)
         return forecaster
 
     # ------------------------------------------------------------------ fitting
@@ -161,9 +165,9 @@ class Forecaster:
         from damcha_ts.training.runner import fit_series
 
         if data is None:
-            if not self.data_config.get("dataset"):
+            if not self._configured_data.get("dataset"):
                 raise ConfigError("fit() needs data: a benchmark name, a CSV path, a DataFrame or a NumPy array")
-            data = self.data_config["dataset"]
+            data = self._configured_data["dataset"]
         options = self._prepare_options(data, data_options)
         kind, input_options = _describe_input(data, options)
         series = prepare(data, seq_len=self.lookback, pred_len=self.horizon, **options)
@@ -208,8 +212,10 @@ class Forecaster:
     def _prepare_options(self, data: Any, data_options: Mapping[str, Any]) -> dict:
         from damcha_ts.data.registry import is_benchmark_name
 
-        options = {k: v for k, v in self.data_config.items() if k not in ("dataset", "seq_len", "pred_len")}
-        if str(data) != str(self.data_config.get("dataset")):
+        # From the configured settings (from_config / load), not from what an earlier fit() was told:
+        # a refit on other data must not inherit its fill, borders or target.
+        options = {k: v for k, v in self._configured_data.items() if k not in ("dataset", "seq_len", "pred_len")}
+        if str(data) != str(self._configured_data.get("dataset")):
             options.pop("path", None)  # where the fitted benchmark's file lies, not this data's
         if self.freq is not None and not (isinstance(data, str) and is_benchmark_name(data)):
             options.setdefault("freq", self.freq)
@@ -226,7 +232,7 @@ class Forecaster:
 
         if isinstance(data, np.ndarray) or (isinstance(data, str) and is_benchmark_name(data) and not Path(data).is_file()):
             return {}
-        return {k: v for k, v in self.meta_.input_options.items() if k in _READ_OPTIONS}
+        return _stamps_from_index(data, {k: v for k, v in self.meta_.input_options.items() if k in _READ_OPTIONS})
 
     # ------------------------------------------------------------------ forecasting
     def predict(self, data: Any = None, **data_options: Any):
@@ -242,6 +248,11 @@ class Forecaster:
         """
         self._check_fitted("predict")
         if data is None:
+            if data_options:
+                raise ConfigError(
+                    f"predict(): {sorted(data_options)} only apply to new data (predict(data, ...)); the horizon is "
+                    f"fixed at fit time ({self.horizon} steps)"
+                )
             values, stamps = self._stored_history()
             kind, input_options = self.meta_.input_kind, self.meta_.input_options
         else:
@@ -276,7 +287,7 @@ class Forecaster:
 
         meta = self.meta_
         fitted = list(meta.input_options.get("input_columns") or meta.columns)
-        options = {k: v for k, v in meta.input_options.items() if k in _INPUT_OPTIONS}
+        options = _stamps_from_index(data, {k: v for k, v in meta.input_options.items() if k in _INPUT_OPTIONS})
         options.update(data_options)
         if isinstance(data, np.ndarray):
             width = 1 if data.ndim == 1 else data.shape[1]
@@ -286,6 +297,7 @@ class Forecaster:
             options.setdefault("freq", meta.freq)
         kind, input_options = _describe_input(data, options)
         frame = load_frame(data, **options)
+        _check_same_freq(frame, meta.freq)
         given = [str(c) for c in frame.columns]
         missing = [c for c in fitted if c not in given]
         extra = [c for c in given if c not in fitted]
@@ -555,6 +567,7 @@ class Forecaster:
         forecaster.model_ = model.to(map_location)
         forecaster.meta_ = loaded.meta
         forecaster.data_config = dict(loaded.meta.data_config or {})
+        forecaster._configured_data = dict(forecaster.data_config)  # a refit keeps the saved setting
         forecaster.fit_result_ = loaded.metrics
         if loaded.history_values is not None:
             forecaster._history = (loaded.history_values, loaded.history_timestamps)
@@ -611,6 +624,27 @@ def _describe_input(data: Any, options: Mapping[str, Any]) -> tuple[str, dict]:
     # A CSV path: what the caller said about its layout (what it did not say is detected again).
     given = {k: options[k] for k in _READ_OPTIONS if options.get(k) not in (None, "auto")}
     return ("long" if given.get("layout") == "long" else "wide"), given
+
+
+def _stamps_from_index(data: Any, saved: dict) -> dict:
+    """Saved read options for ``data``: a model fitted on a frame with a time column also reads a
+    frame whose timestamps are its DatetimeIndex (the time column is then not there)."""
+    if (isinstance(data, pd.DataFrame) and isinstance(data.index, pd.DatetimeIndex)
+            and saved.get("time_col") is not None and saved["time_col"] not in map(str, data.columns)):
+        return {k: v for k, v in saved.items() if k != "time_col"}
+    return saved
+
+
+def _check_same_freq(frame: pd.DataFrame, fitted_freq: str) -> None:
+    """New history must step as the fitted data did: the forecast's timestamps and time features
+    follow the fitted frequency."""
+    from pandas.tseries.frequencies import to_offset
+
+    from damcha_ts.data import frame_info
+
+    given = frame_info(frame).get("freq")
+    if given is not None and to_offset(given) != to_offset(fitted_freq):
+        raise DataError(f"the history's timestamps step by {given!r}; the model was fitted on data at {fitted_freq!r}")
 
 
 def _input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:

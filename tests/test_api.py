@@ -250,6 +250,33 @@ def test_bad_input_errors(fitted, etth1):
         fitted.predict(etth1.iloc[:30])
 
 
+def test_history_at_another_frequency_or_options_without_data_are_refused(fitted, etth1):
+    daily = etth1.iloc[:60].set_axis(pd.date_range("2017-01-01", periods=60, freq="D", name="date"))
+    with pytest.raises(DataError, match=r"the history's timestamps step by 'D'; the model was fitted on data at 'h'"):
+        fitted.predict(daily)
+    with pytest.raises(ConfigError, match=r"\['horizon'\] only apply to new data.*fixed at fit time \(24 steps\)"):
+        fitted.predict(horizon=12)
+
+
+def test_a_model_fitted_on_a_time_column_reads_a_frame_indexed_by_time(fitted, etth1):
+    """Fit input with a ``date`` column; later input with a DatetimeIndex (and the other way round)."""
+    with_column = tiny().fit(etth1.reset_index())
+    history = etth1.iloc[-100:]
+    pd.testing.assert_frame_equal(with_column.predict(history), with_column.predict(history.reset_index()))
+    assert with_column.evaluate(etth1)["windows"] == with_column.evaluate(etth1.reset_index())["windows"]
+
+
+def test_a_refit_does_not_inherit_the_previous_fits_data_options(etth1):
+    model = tiny()
+    model.fit(etth1.iloc[:700], fill="ffill", split={"train": (0, 400), "val": (352, 550), "test": (502, 700)})
+    holed = etth1.iloc[:900].copy()
+    holed.iloc[600, 1] = np.nan
+    with pytest.raises(DataError, match="'HULL'.*row 600"):  # the first fit's fill= is not reused
+        model.fit(holed)
+    model.fit(etth1.iloc[:900])
+    assert model.data_config.get("split") is None and model.predict().index[0] == etth1.index[900]
+
+
 # ---------------------------------------------------------------- quantile forecasts
 @pytest.fixture(scope="module")
 def quantile_fitted(etth1) -> Forecaster:

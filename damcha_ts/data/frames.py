@@ -311,6 +311,9 @@ def _finish(
     if frame.shape[1] == 0:
         raise DataError(f"{place.label}: no value columns besides the time column")
     names = [str(c) for c in frame.columns]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise DataError(f"{place.label}: column name(s) {repeated} appear more than once; each variate needs its own name")
     if all(pd.api.types.is_numeric_dtype(dtype) for dtype in frame.dtypes):
         values = frame.to_numpy(dtype=np.float64, na_value=np.nan)  # one pass for the usual case
     else:
@@ -331,6 +334,8 @@ def _finish(
         freq = _inferred_freq(index, place)
     else:
         check_freq(freq, "freq")
+        if problem is None:
+            _check_steps_match(index, freq, place)
     result = pd.DataFrame(values, index=index, columns=names)
     name = spec.name if spec is not None else (Path(source).name.split(".")[0] if source not in ("DataFrame", "array") else source)
     result.attrs[ATTRS_KEY] = {
@@ -406,6 +411,24 @@ def check_freq(freq: str, argument: str) -> None:
         pd.tseries.frequencies.to_offset(freq)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{argument}={freq!r} is not a pandas frequency string (e.g. 'h', '15min', 'D'): {exc}") from exc
+
+
+def _check_steps_match(index: pd.DatetimeIndex, freq: str, place: _Place) -> None:
+    """A given ``freq`` must be the one the timestamps step by: the forecast's timestamps and time
+    features follow it (``freq="W"`` means Sundays; Monday data is ``"W-MON"``)."""
+    if len(index) < 2:
+        return
+    offset = pd.tseries.frequencies.to_offset(freq)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pd.errors.PerformanceWarning)  # calendar offsets apply per element
+        expected = index[:-1] + offset
+    bad = np.flatnonzero(expected != index[1:])
+    if bad.size:
+        i = int(bad[0]) + 1
+        raise DataError(
+            f"{place.label}: freq={freq!r} does not match the timestamps: {place.row(i)} is {index[i]}, "
+            f"but one {freq!r} step after {index[i - 1]} is {expected[i - 1]}. Leave freq out to infer it"
+        )
 
 
 def _inferred_freq(index: pd.DatetimeIndex, place: _Place) -> str:

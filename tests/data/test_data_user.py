@@ -199,3 +199,24 @@ def test_a_bad_frequency_string_names_its_argument():
         load_frame(np.zeros((10, 2)), freq="hourly")
     with pytest.raises(ConfigError, match=r"time_features_freq='bogus' is not a pandas frequency string"):
         prepare(frame, seq_len=4, pred_len=2, time_features_freq="bogus")
+
+
+def test_a_given_frequency_must_be_the_one_the_timestamps_step_by():
+    mondays = pd.date_range("2021-06-07", periods=6, freq="W-MON")
+    weekly = pd.DataFrame({"OT": np.arange(6.0)}, index=mondays)
+    assert load_frame(weekly, freq="W-MON").attrs["damcha_ts"]["freq"] == "W-MON"
+    with pytest.raises(DataError, match=r"freq='W' does not match the timestamps: row 1 is 2021-06-14 00:00:00, "
+                                        r"but one 'W' step after 2021-06-07 00:00:00 is 2021-06-13"):
+        load_frame(weekly, freq="W")  # "W" means Sundays
+    hourly = pd.DataFrame({"OT": np.arange(6.0)}, index=pd.date_range("2021-06-07", periods=6, freq="h"))
+    with pytest.raises(DataError, match=r"freq='D' does not match the timestamps"):
+        load_frame(hourly, freq="D")
+    month_ends = pd.DataFrame({"OT": np.arange(6.0)}, index=pd.date_range("2021-01-31", periods=6, freq="ME"))
+    assert len(load_frame(month_ends, freq="ME")) == 6  # calendar offsets too
+
+
+def test_a_column_name_used_twice_is_an_error():
+    frame = pd.DataFrame(np.zeros((10, 3)), index=pd.date_range("2021-01-01", periods=10, freq="h"),
+                         columns=["a", "a", "OT"])
+    with pytest.raises(DataError, match=r"DataFrame: column name\(s\) \['a'\] appear more than once"):
+        load_frame(frame)
