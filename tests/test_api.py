@@ -74,6 +74,25 @@ def test_save_load_predict_is_identical(fitted, etth1, tmp_path):
     assert (loaded.horizon, loaded.lookback, loaded.model_config) == (fitted.horizon, fitted.lookback, fitted.model_config)
 
 
+def test_a_time_zone_survives_save_and_load(etth1, tmp_path):
+    """The time features are computed on local time; a reload must not move the history to UTC."""
+    berlin = etth1.tz_localize("UTC").tz_convert("Europe/Berlin")
+    model = tiny().fit(berlin)
+    model.save(tmp_path / "berlin")
+    loaded = Forecaster.load(tmp_path / "berlin")
+    forecast = loaded.predict()
+    assert str(forecast.index.tz) == "Europe/Berlin"
+    pd.testing.assert_frame_equal(forecast, model.predict())
+
+
+def test_another_models_history_file_is_refused(fitted, etth1, tmp_path):
+    fitted.save(tmp_path / "seven")
+    tiny().fit(etth1[["HUFL", "OT"]]).save(tmp_path / "two")
+    (tmp_path / "seven" / "history.npz").write_bytes((tmp_path / "two" / "history.npz").read_bytes())
+    with pytest.raises(ChecksumError, match=r"history\.npz: holds values of shape \(\d+, 2\).*the model has 7 columns"):
+        Forecaster.load(tmp_path / "seven")
+
+
 def test_a_save_is_whole_or_reported_incomplete(fitted, tmp_path, monkeypatch):
     import damcha_ts.training.artifacts as artifacts
 

@@ -112,7 +112,8 @@ def save_model_dir(
     write_atomically(weights, buffer.getvalue())
     if history_values is not None:
         buffer = io.BytesIO()
-        np.savez(buffer, values=np.asarray(history_values, dtype=np.float64), timestamps=pd_index_ns(history_timestamps))
+        np.savez(buffer, values=np.asarray(history_values, dtype=np.float64), timestamps=pd_index_ns(history_timestamps),
+                 tz=np.array(str(getattr(history_timestamps, "tz", None) or "")))  # UTC ns + the zone to show them in
         write_atomically(directory / HISTORY_FILE, buffer.getvalue())
     else:
         (directory / HISTORY_FILE).unlink(missing_ok=True)  # not an earlier save's history
@@ -200,7 +201,16 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
     if history.is_file():
         with np.load(history, allow_pickle=False) as stored:
             history_values = stored["values"]
-            history_stamps = pd.DatetimeIndex(pd.to_datetime(stored["timestamps"]), name="date")
+            zone = str(stored["tz"]) if "tz" in stored else ""
+            history_stamps = pd.DatetimeIndex(pd.to_datetime(stored["timestamps"], utc=bool(zone)), name="date")
+        if zone:
+            history_stamps = history_stamps.tz_convert(zone)
+        columns = len(document["data"]["columns"])
+        if history_values.ndim != 2 or history_values.shape[1] != columns or len(history_values) != len(history_stamps):
+            raise ChecksumError(
+                f"{history}: holds values of shape {history_values.shape} and {len(history_stamps)} timestamps; "
+                f"the model has {columns} columns (is it another model's {HISTORY_FILE}?)"
+            )
     return LoadedModel(
         model=model,
         meta=SeriesMeta(**document["data"]),
