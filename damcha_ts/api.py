@@ -222,6 +222,7 @@ class Forecaster:
         if not (isinstance(data, str) and is_benchmark_name(data)):
             # User data: time marks from its own frequency (the benchmark convention is "h").
             options.setdefault("time_features_freq", None)
+        _check_data_options("fit/evaluate", data_options, with_protocol=True)
         options.update(data_options)
         return options
 
@@ -288,6 +289,7 @@ class Forecaster:
         meta = self.meta_
         fitted = list(meta.input_options.get("input_columns") or meta.columns)
         options = _stamps_from_index(data, {k: v for k, v in meta.input_options.items() if k in _INPUT_OPTIONS})
+        _check_data_options("predict/backtest", data_options, with_protocol=False)
         options.update(data_options)
         if isinstance(data, np.ndarray):
             width = 1 if data.ndim == 1 else data.shape[1]
@@ -624,6 +626,26 @@ def _describe_input(data: Any, options: Mapping[str, Any]) -> tuple[str, dict]:
     # A CSV path: what the caller said about its layout (what it did not say is detected again).
     given = {k: options[k] for k in _READ_OPTIONS if options.get(k) not in (None, "auto")}
     return ("long" if given.get("layout") == "long" else "wide"), given
+
+
+def _check_data_options(method: str, given: Mapping[str, Any], *, with_protocol: bool) -> None:
+    """Data options are keywords of ``load_frame`` (how to read the data), plus, where a split is
+    prepared, of ``prepare`` (features, target, split...); anything else is a typo or a model
+    setting (lookback and horizon belong to the constructor)."""
+    import inspect
+
+    from damcha_ts.data import load_frame, prepare
+
+    def keywords(function) -> set[str]:
+        return {p.name for p in inspect.signature(function).parameters.values() if p.kind is p.KEYWORD_ONLY}
+
+    allowed = keywords(load_frame) | (keywords(prepare) - {"seq_len", "pred_len"} if with_protocol else set())
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"{method}(): unknown data option(s) {unknown}; valid: {sorted(allowed)} "
+            "(lookback, horizon and model settings go to Forecaster(...))"
+        )
 
 
 def _stamps_from_index(data: Any, saved: dict) -> dict:

@@ -275,6 +275,10 @@ def test_history_at_another_frequency_or_options_without_data_are_refused(fitted
         fitted.predict(daily)
     with pytest.raises(ConfigError, match=r"\['horizon'\] only apply to new data.*fixed at fit time \(24 steps\)"):
         fitted.predict(horizon=12)
+    with pytest.raises(ConfigError, match=r"predict/backtest\(\): unknown data option\(s\) \['horizon'\]"):
+        fitted.predict(etth1, horizon=12)
+    with pytest.raises(ConfigError, match=r"fit/evaluate\(\): unknown data option\(s\) \['lookback'\].*'target'"):
+        tiny().fit(etth1, lookback=12)
 
 
 def test_a_model_fitted_on_a_time_column_reads_a_frame_indexed_by_time(fitted, etth1):
