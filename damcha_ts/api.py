@@ -25,16 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from damcha_ts.data.layout import INPUT_OPTIONS, READ_OPTIONS, describe_input, input_columns
 from damcha_ts.errors import ConfigError, DataError
 from damcha_ts.training.config import plain_values
 
-# load_frame options that say how to read a history again at predict time.
-_INPUT_OPTIONS = (
-    "id_col", "time_col", "value_col", "layout", "freq", "start", "columns", "date_format", "fill", "allow_irregular",
-)
-# The subset that says how a file or frame is laid out; given at fit time, they are saved so that
-# predict / evaluate / backtest read the same CSV again without repeating them.
-_READ_OPTIONS = ("id_col", "time_col", "value_col", "layout", "date_format")
 # prepare options that define the data setting of a model, saved with it (JSON-ready).
 _SETTING_OPTIONS = ("features", "target", "time_features_freq", "split", "fill", "allow_irregular", "path")
 
@@ -169,7 +163,7 @@ class Forecaster:
                 raise ConfigError("fit() needs data: a benchmark name, a CSV path, a DataFrame or a NumPy array")
             data = self._configured_data["dataset"]
         options = self._prepare_options(data, data_options)
-        kind, input_options = _describe_input(data, options)
+        kind, input_options = describe_input(data, options)
         series = prepare(data, seq_len=self.lookback, pred_len=self.horizon, **options)
 
         trainer_kwargs = dict(self.trainer_kwargs)
@@ -190,7 +184,7 @@ class Forecaster:
                 progress=progress,
             )
         self.model_ = result.module.model.cpu().eval()
-        input_options["input_columns"] = _input_columns(data, options, series)
+        input_options["input_columns"] = input_columns(data, options, series)
         self.data_config = {k: plain_values(v) for k, v in options.items() if k in _SETTING_OPTIONS}
         if isinstance(data, (str, Path)):
             # An absolute path, so that evaluate() and a loaded model find the file from any folder.
@@ -233,7 +227,7 @@ class Forecaster:
 
         if isinstance(data, np.ndarray) or (isinstance(data, str) and is_benchmark_name(data) and not Path(data).is_file()):
             return {}
-        return _stamps_from_index(data, {k: v for k, v in self.meta_.input_options.items() if k in _READ_OPTIONS})
+        return _stamps_from_index(data, {k: v for k, v in self.meta_.input_options.items() if k in READ_OPTIONS})
 
     # ------------------------------------------------------------------ forecasting
     def predict(self, data: Any = None, **data_options: Any):
@@ -288,7 +282,7 @@ class Forecaster:
 
         meta = self.meta_
         fitted = list(meta.input_options.get("input_columns") or meta.columns)
-        options = _stamps_from_index(data, {k: v for k, v in meta.input_options.items() if k in _INPUT_OPTIONS})
+        options = _stamps_from_index(data, {k: v for k, v in meta.input_options.items() if k in INPUT_OPTIONS})
         _check_data_options("predict/backtest", data_options, with_protocol=False)
         options.update(data_options)
         if isinstance(data, np.ndarray):
@@ -297,7 +291,7 @@ class Forecaster:
                 raise DataError(f"the history has {width} columns; the model was fitted on {len(fitted)}")
             options["columns"] = fitted  # positions carry the fitted names
             options.setdefault("freq", meta.freq)
-        kind, input_options = _describe_input(data, options)
+        kind, input_options = describe_input(data, options)
         frame = load_frame(data, **options)
         _check_same_freq(frame, meta.freq)
         given = [str(c) for c in frame.columns]
@@ -607,27 +601,6 @@ def _model_config(model: str, lookback: int, horizon: int, options: Mapping[str,
     return {"name": name, **dataclasses.asdict(config)}
 
 
-def _describe_input(data: Any, options: Mapping[str, Any]) -> tuple[str, dict]:
-    """("wide" | "long" | "numpy", the options needed to read and write that layout again)."""
-    from damcha_ts.data.frames import TIME_COLUMN_NAMES
-
-    if isinstance(data, np.ndarray):
-        return "numpy", {k: options[k] for k in ("freq", "start", "columns") if options.get(k) is not None}
-    if isinstance(data, pd.DataFrame):
-        columns = [str(c) for c in data.columns]
-        time_col = options.get("time_col") or next((c for c in columns if c.lower() in TIME_COLUMN_NAMES), None)
-        id_col, value_col = options.get("id_col", "id"), options.get("value_col", "value")
-        layout = options.get("layout", "auto")
-        if layout == "long" or (layout == "auto" and set(columns) == {id_col, time_col, value_col}):
-            order = [c for c in columns if c in (id_col, time_col, value_col)]
-            return "long", {"layout": "long", "id_col": id_col, "time_col": time_col, "value_col": value_col, "order": order}
-        wide = {"time_col": time_col} if time_col and not isinstance(data.index, pd.DatetimeIndex) else {}
-        return "wide", {**wide, **({"date_format": options["date_format"]} if options.get("date_format") else {})}
-    # A CSV path: what the caller said about its layout (what it did not say is detected again).
-    given = {k: options[k] for k in _READ_OPTIONS if options.get(k) not in (None, "auto")}
-    return ("long" if given.get("layout") == "long" else "wide"), given
-
-
 def _check_data_options(method: str, given: Mapping[str, Any], *, with_protocol: bool) -> None:
     """Data options are keywords of ``load_frame`` (how to read the data), plus, where a split is
     prepared, of ``prepare`` (features, target, split...); anything else is a typo or a model
@@ -667,24 +640,6 @@ def _check_same_freq(frame: pd.DataFrame, fitted_freq: str) -> None:
     given = frame_info(frame).get("freq")
     if given is not None and to_offset(given) != to_offset(fitted_freq):
         raise DataError(f"the history's timestamps step by {given!r}; the model was fitted on data at {fitted_freq!r}")
-
-
-def _input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:
-    """The variate columns of the fit input, in the input's order, named as load_frame names them."""
-    if isinstance(data, np.ndarray):
-        names = options.get("columns")
-        return [str(c) for c in names] if names is not None else [str(i) for i in range(np.atleast_2d(data.T).shape[0])]
-    if isinstance(data, pd.DataFrame):
-        kind, layout = _describe_input(data, options)
-        if kind == "long":
-            return [str(v) for v in pd.unique(data[layout["id_col"]].astype(str))]
-        return [str(c) for c in data.columns if str(c) != layout.get("time_col")]
-    if series.features != "S":
-        return list(series.columns)
-    from damcha_ts.data import load_frame
-
-    load_options = {k: v for k, v in options.items() if k in _INPUT_OPTIONS or k in ("path", "fill", "allow_irregular")}
-    return [str(c) for c in load_frame(data, **load_options).columns]
 
 
 def _wide_to_long(wide: pd.DataFrame, input_options: Mapping[str, Any]) -> pd.DataFrame:

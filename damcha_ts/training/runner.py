@@ -331,7 +331,7 @@ def run_experiment(
     result["out_dir"] = str(out_dir)
 
     if fit.trainer.is_global_zero:
-        from damcha_ts.training.artifacts import SeriesMeta, save_model_dir
+        from damcha_ts.training.artifacts import save_model_dir
 
         if tables is not None:
             _write_table(out_dir / "metrics_per_step.csv", tables[0])
@@ -341,7 +341,7 @@ def run_experiment(
             # A quantile model is saved as its point model (pred_len = H·Q); loading re-wraps it
             # from the saved training config, as Forecaster.save/load do.
             getattr(fit.module.model, "point_model", fit.module.model),
-            SeriesMeta.from_series(series, data_config=config["data"]),
+            _series_meta(series, config["data"]),
             training=config["training"],
             history_values=series.latest_values,
             history_timestamps=series.latest_timestamps,
@@ -350,6 +350,18 @@ def run_experiment(
         # Last, so that its presence means the whole run is on disk (the leaderboard relies on it).
         write_atomically(out_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _series_meta(series, data_config: Mapping[str, Any]):
+    """The saved model's data description, with how its file was laid out (time column, date
+    format, variate order), so that ``damcha-ts predict`` reads the same file without repeating them."""
+    from damcha_ts.data.layout import describe_input, input_columns
+    from damcha_ts.training.artifacts import SeriesMeta
+
+    options = {k: v for k, v in data_config.items() if k != "dataset"}
+    kind, layout = describe_input(data_config["dataset"], options)
+    layout["input_columns"] = input_columns(data_config["dataset"], options, series)
+    return SeriesMeta.from_series(series, data_config=data_config, input_kind=kind, input_options=layout)
 
 
 def evaluate_test_split(fit: FitResult, series):

@@ -170,3 +170,21 @@ def test_a_csv_given_by_a_relative_path_is_recorded_by_its_absolute_path(tmp_pat
     assert default_config("series.csv", "itransformer_mha")["data"]["dataset"] == str(tmp_path / "series.csv")
     # Not a file here: a benchmark name stays a name.
     assert default_config("ETTh1", "itransformer_mha")["extends"].endswith("itransformer_mha/etth1.yaml")
+
+
+def test_a_model_fitted_on_a_csv_reads_that_csv_back_without_repeating_its_layout(data_root, tmp_path, capsys):
+    """The time column and date format given at fit time are saved with the model."""
+    frame = pd.read_csv(data_root / "ETTh1.csv.gz").iloc[:900]
+    stamps = pd.to_datetime(frame.pop("date"))
+    frame.insert(0, "when", stamps.dt.strftime("%d/%m/%Y %H:%M"))
+    frame.to_csv(tmp_path / "mine.csv", index=False)
+    out = tmp_path / "run"
+    run_json(capsys, ["fit", "--data", str(tmp_path / "mine.csv"), "--model", "itransformer_mha", "--horizon", "24",
+                      "--set", "data.time_col=when", "--set", "data.date_format='%d/%m/%Y %H:%M'", *TINY, *SHORT,
+                      "--out", str(out), "--no-plot", "--json"])
+    summary = run_json(capsys, ["predict", "--model", str(out), "--input", str(tmp_path / "mine.csv"),
+                                "--output", str(tmp_path / "forecast.csv"), "--json"])
+    forecast = pd.read_csv(tmp_path / "forecast.csv")
+    assert list(forecast.columns) == list(frame.columns)  # its time column's name, its variate order
+    assert len(forecast) == 24 and pd.Timestamp(forecast["when"].iloc[0]) == stamps.iloc[-1] + pd.Timedelta(hours=1)
+    assert summary["output"] == str(tmp_path / "forecast.csv")
