@@ -74,6 +74,13 @@ def test_save_load_predict_is_identical(fitted, etth1, tmp_path):
     assert (loaded.horizon, loaded.lookback, loaded.model_config) == (fitted.horizon, fitted.lookback, fitted.model_config)
 
 
+def test_the_same_random_state_gives_the_same_forecast(etth1):
+    data = etth1.iloc[:700]
+    first, again = tiny(random_state=11).fit(data).predict(), tiny(random_state=11).fit(data).predict()
+    pd.testing.assert_frame_equal(first, again)
+    assert not np.allclose(first.to_numpy(), tiny(random_state=12).fit(data).predict().to_numpy())
+
+
 def test_a_time_zone_survives_save_and_load(etth1, tmp_path):
     """The time features are computed on local time; a reload must not move the history to UTC."""
     berlin = etth1.tz_localize("UTC").tz_convert("Europe/Berlin")
