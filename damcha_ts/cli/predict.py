@@ -63,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
 
         if not Path(args.output).expanduser().parent.is_dir():
             raise ConfigError(f"--output {args.output}: its folder does not exist")
+        if Path(args.output).expanduser().is_dir():
+            raise ConfigError(f"--output {args.output}: is a folder; name the CSV file to write")
         write_atomically(Path(args.output).expanduser(), forecast.to_csv(index=wide))
     else:  # stdout holds the one JSON object with --json, so the forecast goes to stderr then
         forecast.to_csv(sys.stderr if args.json else sys.stdout, index=wide)

@@ -111,6 +111,8 @@ def test_predict_errors_name_the_input_file_and_line_and_the_output_folder(fitte
     assert main(["predict", "--model", str(out), "--input", str(tmp_path / "good.csv"),
                  "--output", str(tmp_path / "no" / "such" / "forecast.csv")]) == 2
     assert "--output" in capsys.readouterr().err and not (tmp_path / "no").exists()
+    assert main(["predict", "--model", str(out), "--input", str(tmp_path / "good.csv"), "--output", str(tmp_path)]) == 2
+    assert f"--output {tmp_path}: is a folder" in capsys.readouterr().err
 
 
 def test_predict_without_input_names_what_a_numpy_model_needs(data_root, tmp_path, capsys):
