@@ -182,10 +182,19 @@ def _run_neural(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
             result = run_experiment(
                 resolved.config, resolved.run_dir, resume=True, trainer_kwargs=trainer_kwargs, progress=False
             )
-            save_prediction_sample(resolved.config, resolved.run_dir)
-        elif not (resolved.run_dir / SAMPLE_FILE).is_file():
-            save_prediction_sample(resolved.config, resolved.run_dir)
+        if not (resolved.run_dir / SAMPLE_FILE).is_file():
+            _try_prediction_sample(resolved)
     return result
+
+
+def _try_prediction_sample(resolved: ResolvedCell) -> None:
+    """The sample only feeds the report's figures: a failure to write it must not cost the cell's
+    finished, tested result."""
+    try:
+        save_prediction_sample(resolved.config, resolved.run_dir)
+    except Exception as exc:  # noqa: BLE001 - reported; the row stands without its figures
+        print(f"{resolved.run_dir}: prediction sample not saved ({type(exc).__name__}: {exc}); the result row "
+              "is kept, this cell's figures are left out", file=sys.stderr)
 
 
 def finished_result(resolved: ResolvedCell) -> dict | None:

@@ -482,3 +482,17 @@ def test_a_checkpoint_cut_off_mid_write_is_dropped_and_an_intact_one_kept(tmp_pa
         _drop_unreadable_checkpoint(run_dir)
     assert (intact / "checkpoints" / "last.ckpt").is_file()
     assert not (cut / "checkpoints" / "last.ckpt").exists()
+
+
+def test_a_prediction_sample_that_cannot_be_written_does_not_cost_the_result(tmp_path, monkeypatch, capsys, one_thread):
+    from damcha_ts.leaderboard import cells as cells_module
+
+    def broken_sample(config, run_dir):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(cells_module, "save_prediction_sample", broken_sample)
+    grid = load_grid(SMOKE)
+    item = resolve_cell(next(c for c in grid.cells() if c.model == "itransformer_mha"), grid, tmp_path)
+    row = run_cell(item, {"accelerator": "cpu", "devices": 1})
+    assert row["model"] == "itransformer_mha" and np.isfinite(row["mse"])
+    assert "prediction sample not saved (OSError: disk full)" in capsys.readouterr().err
