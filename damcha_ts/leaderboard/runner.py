@@ -234,8 +234,9 @@ def run_leaderboard(
         slots = [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in plan.gpu_ids]
         run_in_workers(todo, slots, plan.trainer_kwargs(), record)
     elif cpu_jobs > 1 and todo:
-        threads = threads_per_worker(cpu_jobs)
-        slots = [{"OMP_NUM_THREADS": str(threads)} for _ in range(min(cpu_jobs, len(todo)))]
+        workers = min(cpu_jobs, len(todo))  # fewer cells than jobs: the cores go to the cells there are
+        threads = threads_per_worker(workers)
+        slots = [{"OMP_NUM_THREADS": str(threads)} for _ in range(workers)]
         run_in_workers(todo, slots, plan.trainer_kwargs(), record)
     else:
         import torch
