@@ -81,6 +81,18 @@ def test_the_same_random_state_gives_the_same_forecast(etth1):
     assert not np.allclose(first.to_numpy(), tiny(random_state=12).fit(data).predict().to_numpy())
 
 
+def test_a_csv_path_is_written_back_in_its_own_column_order_and_layout(etth1, tmp_path):
+    """The target first in the file: the forecast keeps the file's order (the model's puts it last);
+    a long file, detected from its header, gets a long forecast."""
+    frame = etth1.iloc[:700][["OT", "HUFL", "LULL"]]
+    frame.reset_index().to_csv(tmp_path / "wide.csv", index=False)
+    assert list(tiny().fit(tmp_path / "wide.csv").predict().columns) == ["OT", "HUFL", "LULL"]
+    long = frame.reset_index().melt(id_vars="date", var_name="id", value_name="value")[["id", "date", "value"]]
+    long.to_csv(tmp_path / "long.csv", index=False)
+    forecast = tiny().fit(tmp_path / "long.csv").predict()
+    assert list(forecast.columns) == ["id", "date", "value"] and list(pd.unique(forecast["id"])) == ["OT", "HUFL", "LULL"]
+
+
 def test_a_time_zone_survives_save_and_load(etth1, tmp_path):
     """The time features are computed on local time; a reload must not move the history to UTC."""
     berlin = etth1.tz_localize("UTC").tz_convert("Europe/Berlin")

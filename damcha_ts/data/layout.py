@@ -5,6 +5,7 @@ and by ``damcha-ts fit`` (which saves it with the model)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,9 +36,16 @@ def describe_input(data: Any, options: Mapping[str, Any]) -> tuple[str, dict]:
             return "long", {"layout": "long", "id_col": id_col, "time_col": time_col, "value_col": value_col, "order": order}
         wide = {"time_col": time_col} if time_col and not isinstance(data.index, pd.DatetimeIndex) else {}
         return "wide", {**wide, **({"date_format": options["date_format"]} if options.get("date_format") else {})}
-    # A CSV path: what the caller said about its layout (what it did not say is detected again).
+    if _is_user_file(data):
+        # A CSV: its header decides as a frame's columns would (a long file is written back long).
+        return describe_input(pd.read_csv(Path(data).expanduser(), nrows=0), options)
+    # A benchmark name: what the caller said about its layout.
     given = {k: options[k] for k in READ_OPTIONS if options.get(k) not in (None, "auto")}
     return ("long" if given.get("layout") == "long" else "wide"), given
+
+
+def _is_user_file(data: Any) -> bool:
+    return isinstance(data, (str, Path)) and Path(data).expanduser().is_file()
 
 
 def input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:
@@ -50,8 +58,8 @@ def input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:
         if kind == "long":
             return [str(v) for v in pd.unique(data[layout["id_col"]].astype(str))]
         return [str(c) for c in data.columns if str(c) != layout.get("time_col")]
-    if series.features != "S":
-        return list(series.columns)
+    if not _is_user_file(data) and series.features != "S":
+        return list(series.columns)  # a benchmark file lists its target last, as the series does
     from damcha_ts.data import load_frame
 
     load_options = {k: v for k, v in options.items() if k in INPUT_OPTIONS or k in ("path", "fill", "allow_irregular")}
