@@ -75,6 +75,8 @@ class Forecaster:
         for name, value in (("horizon", horizon), ("lookback", lookback)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)) or random_state < 0:
+            raise ConfigError(f"random_state must be a non-negative integer (the seed of every run), got {random_state!r}")
         training_fields = {f.name for f in dataclasses.fields(TrainingConfig)}
         training_options = {k: v for k, v in model_hyperparameters.items() if k in training_fields}
         model_options = {k: v for k, v in model_hyperparameters.items() if k not in training_fields}

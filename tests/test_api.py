@@ -266,6 +266,9 @@ def test_bad_input_errors(fitted, etth1):
         Forecaster(horizon=0)
     with pytest.raises(ConfigError, match="horizon"):
         Forecaster(horizon=-5)
+    for seed in ("abc", None, 1.7, -1):
+        with pytest.raises(ConfigError, match=f"random_state must be a non-negative integer.*got {seed!r}"):
+            Forecaster(random_state=seed)
     with pytest.raises(ConfigError, match="unknown model 'itransformer_flash'"):
         Forecaster("itransformer_flash")
     with pytest.raises(ConfigError, match="d_modle"):
