@@ -402,7 +402,8 @@ class Forecaster:
             if data is None:
                 data = self.data_config.get("dataset")
                 if data is None:
-                    raise ConfigError("evaluate() needs data: this model was fitted on in-memory data")
+                    raise ConfigError("evaluate() needs data: this model was fitted on in-memory data "
+                                      "(pass the data; command line: damcha-ts evaluate --dataset FILE)")
             options = {**self._saved_read_options(data), **self._prepare_options(data, data_options)}
             if borders is not None:
                 options["split"] = borders

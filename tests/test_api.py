@@ -424,3 +424,11 @@ def test_evaluating_another_benchmark_does_not_reuse_the_fitted_ones_file(data_r
     fitted = tiny().fit("ETTh1", path=str(data_root / "ETTh1.csv.gz"))
     scores = fitted.evaluate("ETTh2")  # not ETTh1's file checked against ETTh2's checksum
     assert scores["dataset"] == "ETTh2" and scores["windows"] == 2880 - 24 + 1  # its 4 test months, H=24
+
+
+def test_a_reloaded_model_of_in_memory_data_asks_for_data_to_evaluate(fitted, etth1, tmp_path):
+    fitted.save(tmp_path / "model")
+    loaded = Forecaster.load(tmp_path / "model")
+    with pytest.raises(ConfigError, match=r"fitted on in-memory data.*damcha-ts evaluate --dataset FILE"):
+        loaded.evaluate()
+    assert loaded.evaluate(etth1)["mse"] == pytest.approx(fitted.evaluate(etth1)["mse"])
