@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -234,10 +234,7 @@ def run_leaderboard(
         slots = [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in plan.gpu_ids]
         run_in_workers(todo, slots, plan.trainer_kwargs(), record)
     elif cpu_jobs > 1 and todo:
-        workers = min(cpu_jobs, len(todo))  # fewer cells than jobs: the cores go to the cells there are
-        threads = threads_per_worker(workers)
-        slots = [{"OMP_NUM_THREADS": str(threads)} for _ in range(workers)]
-        run_in_workers(todo, slots, plan.trainer_kwargs(), record)
+        run_in_workers(todo, cpu_slots(cpu_jobs, len(todo)), plan.trainer_kwargs(), record)
     else:
         import torch
 
@@ -258,6 +255,14 @@ def run_leaderboard(
     summary.remaining = len(resolved) - summary.already_finished - len(summary.ran) - sum(
         m.cells for m in summary.missing_datasets)
     return summary
+
+
+def cpu_slots(cpu_jobs: int, cells: int, environ: Mapping[str, str] | None = None) -> list[dict]:
+    """Worker environments for ``--cpu-jobs``: one per cell at most, the cores split among them
+    (with fewer cells than jobs, the cores go to the cells there are)."""
+    workers = max(1, min(cpu_jobs, cells))
+    threads = threads_per_worker(workers, environ)
+    return [{"OMP_NUM_THREADS": str(threads)} for _ in range(workers)]
 
 
 FAILED_MARK = "failed.txt"  # in a cell's run folder: the traceback of its last failure

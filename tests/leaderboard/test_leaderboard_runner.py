@@ -496,3 +496,12 @@ def test_a_prediction_sample_that_cannot_be_written_does_not_cost_the_result(tmp
     row = run_cell(item, {"accelerator": "cpu", "devices": 1})
     assert row["model"] == "itransformer_mha" and np.isfinite(row["mse"])
     assert "prediction sample not saved (OSError: disk full)" in capsys.readouterr().err
+
+
+def test_cpu_jobs_split_the_cores_among_the_cells_there_are(monkeypatch):
+    from damcha_ts.leaderboard.runner import cpu_slots
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert cpu_slots(4, 10, environ={}) == [{"OMP_NUM_THREADS": "2"}] * 4
+    assert cpu_slots(4, 2, environ={}) == [{"OMP_NUM_THREADS": "4"}] * 2  # two cells: four cores each
+    assert cpu_slots(4, 2, environ={"OMP_NUM_THREADS": "1"}) == [{"OMP_NUM_THREADS": "1"}] * 2  # pinned
