@@ -19,7 +19,8 @@ def merge_results(source: str | Path, path: str | Path) -> list[dict]:
     Each row of ``source`` whose cell ``path`` lacks is appended atomically, as a runner would,
     together with its training curves and, where ``path`` has none for that dataset, model and
     horizon yet, its prediction sample from beside ``source``. Rows of cells that ``path`` already
-    holds are left out, so merging twice changes nothing.
+    holds are left out, so merging twice changes nothing. A cell includes its config hash: a row of
+    another config is added beside ours, and the report shows the one whose hash the grid has now.
     """
     source, path = Path(source), Path(path)
     if not source.is_file():
