@@ -11,12 +11,14 @@ learned per-head metrics for DAMCHA models) is saved for the report's plots. A n
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from damcha_ts.files import write_atomically
 from damcha_ts.leaderboard.grid import Cell, LeaderboardGrid
 
 # Naive baselines use the protocol's lookback (protocol.md §7), like every neural config here.
@@ -72,14 +74,23 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def run_cell(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
-    """Run one cell to completion and return its results-CSV row (without writing it)."""
+# In a cell's run folder: the versions, hardware and time of the process that trained it, so that a
+# row written later from the finished folder (another runner's, or after a crash) says where it ran.
+PROVENANCE_FILE = "provenance.json"
+
+
+def _provenance() -> dict:
     from damcha_ts.leaderboard.environment import hardware_description, library_versions
 
+    return {"versions": library_versions(), "hardware": hardware_description(), "timestamp": _now()}
+
+
+def run_cell(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
+    """Run one cell to completion and return its results-CSV row (without writing it)."""
     started = time.perf_counter()
     cell = resolved.cell
     if cell.is_naive:
-        outcome = _run_naive(resolved)
+        outcome = {**_run_naive(resolved), **_provenance()}
     else:
         outcome = _run_neural(resolved, device_trainer_kwargs)
     return {
@@ -97,10 +108,10 @@ def run_cell(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
         "seconds_per_epoch": float(outcome.get("seconds_per_epoch", math.nan)),
         # The run's own wall time (a finished run found in its folder keeps the time it took).
         "wall_seconds": float(outcome.get("wall_seconds", time.perf_counter() - started)),
-        "versions": library_versions(),
-        "hardware": hardware_description(),
+        "versions": outcome["versions"],
+        "hardware": outcome["hardware"],
         "grid": resolved.grid_name,
-        "timestamp": _now(),
+        "timestamp": outcome["timestamp"],
     }
 
 
@@ -176,12 +187,19 @@ def _run_neural(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
         if not held:
             raise CellBusy(f"{resolved.run_dir} is in use by another leaderboard process")
         result = finished_result(resolved)
+        provenance_file = resolved.run_dir / PROVENANCE_FILE
         if result is None:
             _drop_unreadable_checkpoint(resolved.run_dir)
             trainer_kwargs = {**device_trainer_kwargs, **resolved.trainer_overrides}
             result = run_experiment(
                 resolved.config, resolved.run_dir, resume=True, trainer_kwargs=trainer_kwargs, progress=False
             )
+            write_atomically(provenance_file, json.dumps(_provenance()) + "\n")
+        try:
+            provenance = json.loads(provenance_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # a folder finished before provenance was kept
+            provenance = _provenance()
+        result = {**result, **provenance}
         if not (resolved.run_dir / SAMPLE_FILE).is_file():
             _try_prediction_sample(resolved)
     return result
@@ -205,8 +223,6 @@ def finished_result(resolved: ResolvedCell) -> dict | None:
     ``run_experiment`` writes its ``metrics.json`` last, after the test and the saved model, so such
     a cell is not trained again.
     """
-    import json
-
     from damcha_ts.training import config_hash
 
     path = resolved.run_dir / "metrics.json"
@@ -265,8 +281,6 @@ def save_prediction_sample(config: dict, run_dir: Path) -> Path:
         if first.full_metric is not None:
             arrays["full_metric"] = _sample_mean(first.full_metric, per_sample_dims=3).numpy()
     import io
-
-    from damcha_ts.files import write_atomically
 
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)

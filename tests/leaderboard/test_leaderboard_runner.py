@@ -505,3 +505,20 @@ def test_cpu_jobs_split_the_cores_among_the_cells_there_are(monkeypatch):
     assert cpu_slots(4, 10, environ={}) == [{"OMP_NUM_THREADS": "2"}] * 4
     assert cpu_slots(4, 2, environ={}) == [{"OMP_NUM_THREADS": "4"}] * 2  # two cells: four cores each
     assert cpu_slots(4, 2, environ={"OMP_NUM_THREADS": "1"}) == [{"OMP_NUM_THREADS": "1"}] * 2  # pinned
+
+
+def test_a_row_written_from_a_finished_folder_says_where_the_cell_trained(tmp_path, one_thread):
+    """A cell finished by another runner (or before a crash) keeps the versions and hardware of the
+    process that trained it, not of the one that writes its row."""
+    from damcha_ts.leaderboard.cells import PROVENANCE_FILE
+
+    grid = load_grid(SMOKE)
+    item = resolve_cell(next(c for c in grid.cells() if c.model == "itransformer_mha"), grid, tmp_path)
+    first = run_cell(item, {"accelerator": "cpu", "devices": 1})
+    recorded = json.loads((item.run_dir / PROVENANCE_FILE).read_text())
+    assert (first["versions"], first["hardware"], first["timestamp"]) == (
+        recorded["versions"], recorded["hardware"], recorded["timestamp"])
+    trained_elsewhere = {**recorded, "hardware": "gpu=NVIDIA H200 cpu=Intel Xeon threads=16"}
+    (item.run_dir / PROVENANCE_FILE).write_text(json.dumps(trained_elsewhere))
+    again = run_cell(item, {"accelerator": "cpu", "devices": 1})  # reused from the folder, not trained
+    assert again["mse"] == first["mse"] and again["hardware"] == "gpu=NVIDIA H200 cpu=Intel Xeon threads=16"
