@@ -194,11 +194,13 @@ def _run_neural(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
             result = run_experiment(
                 resolved.config, resolved.run_dir, resume=True, trainer_kwargs=trainer_kwargs, progress=False
             )
-            write_atomically(provenance_file, json.dumps(_provenance()) + "\n")
-        try:
-            provenance = json.loads(provenance_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # a folder finished before provenance was kept
             provenance = _provenance()
+            write_atomically(provenance_file, json.dumps(provenance) + "\n")
+        else:
+            try:
+                provenance = json.loads(provenance_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):  # a folder finished before provenance was kept
+                provenance = _provenance()
         result = {**result, **provenance}
         if not (resolved.run_dir / SAMPLE_FILE).is_file():
             _try_prediction_sample(resolved)
