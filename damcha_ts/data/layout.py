@@ -58,8 +58,13 @@ def input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:
         if kind == "long":
             return [str(v) for v in pd.unique(data[layout["id_col"]].astype(str))]
         return [str(c) for c in data.columns if str(c) != layout.get("time_col")]
-    if not _is_user_file(data) and series.features != "S":
+    if _is_user_file(data):
+        header = pd.read_csv(Path(data).expanduser(), nrows=0)
+        if describe_input(header, options)[0] == "wide":
+            return input_columns(header, options, series)  # the header lists the variates in order
+    elif series.features != "S":
         return list(series.columns)  # a benchmark file lists its target last, as the series does
+    # A long file (its ids in order of first appearance) or a benchmark fitted on its target alone.
     from damcha_ts.data import load_frame
 
     load_options = {k: v for k, v in options.items() if k in INPUT_OPTIONS or k in ("path", "fill", "allow_irregular")}
