@@ -44,6 +44,9 @@ _PRUNER_ARGUMENTS = {
     "median": ("n_startup_trials", "n_warmup_steps", "interval_steps", "n_min_trials"),
     "hyperband": ("min_resource", "max_resource", "reduction_factor"),
 }
+# The smallest value Optuna accepts for each (0 for the others).
+_PRUNER_MINIMUM = {"interval_steps": 1, "n_min_trials": 1, "min_resource": 1, "max_resource": 1,
+                   "reduction_factor": 2}
 _FILE_KEYS = ("study_name", "sampler", "pruner", "storage", "trainer", "space")
 _SAMPLER_KEYS = ("seed", "n_startup_trials")
 _STORAGE_KEYS = ("heartbeat_interval", "grace_period", "max_retry")
@@ -189,6 +192,7 @@ class SearchSpec:
         are resolved one at a time, and each must survive resolution: a key the resolver dropped
         or rewrote would make searching it a no-op.
         """
+        self._check_conditions(resolve)
         for param in self.params:
             for value in param.extreme_values():
                 try:
@@ -204,6 +208,47 @@ class SearchSpec:
                         f"{self.source}: space.{param.path}: the resolved config does not keep "
                         f"the value {value!r} (got {kept!r}), so searching it would change nothing"
                     )
+
+
+    def _check_conditions(self, resolve: Callable[[Mapping[str, Any]], dict]) -> None:
+        """Every ``when`` must be able to hold: a condition on a mistyped key, or on a value of the
+        wrong type (``"true"`` for a boolean), would otherwise switch its parameter off silently.
+
+        A condition's key is looked up in the base config and in the configs that the extreme
+        values of the parameters sampled before it resolve to (a key derived from a sampled
+        ``model.name``); it must exist in one of them with a value of the type of an allowed value.
+        """
+        for index, param in enumerate(self.params):
+            for condition_path, allowed in param.when:
+                where = f"{self.source}: space.{param.path}.when.{condition_path}"
+                earlier = next((p for p in self.params[:index] if p.path == condition_path), None)
+                if earlier is not None and earlier.type == "categorical":
+                    if not any(value in earlier.choices for value in allowed):
+                        raise ConfigError(f"{where}: none of {list(allowed)} is one of its choices "
+                                          f"{list(earlier.choices)}, so the condition never holds")
+                    continue
+                seen = []
+                for values in [{}] + [{p.path: v} for p in self.params[:index] for v in p.extreme_values()]:
+                    with contextlib.suppress(ConfigError, KeyError, TypeError):
+                        seen.append(plain_values(get_path(resolve(values), condition_path)))
+                if not seen:
+                    raise ConfigError(f"{where}: {condition_path} is not a key of the run config, so "
+                                      "the condition never holds (check its spelling)")
+                if not any(current is None or _same_kind(current, value) for current in seen for value in allowed):
+                    raise ConfigError(
+                        f"{where}: compares {condition_path} (e.g. {seen[0]!r}, a "
+                        f"{type(seen[0]).__name__}) with {list(allowed)}, so the condition never holds"
+                    )
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    """Whether two config values can be equal: booleans, numbers, strings and lists apart."""
+    def kind(value):
+        if isinstance(value, bool):
+            return bool
+        return float if isinstance(value, (int, float)) else type(value)
+
+    return kind(a) is kind(b)
 
 
 def as_overrides(values: Mapping[str, Any]) -> list[str]:
@@ -222,7 +267,15 @@ def _check_keys(where: str, values: Mapping, valid: tuple[str, ...]) -> None:
             raise ConfigError(f"{where}: unknown key {key!r} (valid keys: {', '.join(valid)})")
 
 
-def _number(where: str, value: Any, *, integer: bool = False) -> float | int:
+def _section(source: str, data: Mapping, key: str) -> Mapping:
+    """A file section that must be a mapping (``pruner: median`` is not one)."""
+    section = data.get(key) or {}
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{source}: {key!r} must be a mapping of keys to values, got {section!r}")
+    return section
+
+
+def _number(where: str, value: Any, *, integer: bool = False, at_least: float | None = None) -> float | int:
     # YAML 1.1 reads "1e-4" (no dot) as a string; accept it as a number here.
     if isinstance(value, str):
         try:
@@ -231,6 +284,8 @@ def _number(where: str, value: Any, *, integer: bool = False) -> float | int:
             raise ConfigError(f"{where}={value!r} is not a number") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{where}={value!r} is not a finite number")
+    if at_least is not None and value < at_least:
+        raise ConfigError(f"{where}={value!r} must be >= {at_least}")
     if integer:
         if float(value) != int(value):
             raise ConfigError(f"{where}={value!r} is not an integer")
@@ -319,21 +374,20 @@ def parse_search_spec(data: Mapping, *, source: str = "search", default_name: st
                     "later; list it above"
                 )
 
-    sampler = data.get("sampler") or {}
+    sampler = _section(source, data, "sampler")
     _check_keys(f"{source}: sampler", sampler, _SAMPLER_KEYS)
-    pruner = dict(data.get("pruner") or {"type": "median"})
+    pruner = dict(_section(source, data, "pruner") or {"type": "median"})
     pruner_type = pruner.pop("type", "median")
     if pruner_type not in PRUNER_TYPES:
         raise ConfigError(f"{source}: pruner.type={pruner_type!r} is not one of {', '.join(PRUNER_TYPES)}")
     _check_keys(f"{source}: pruner ({pruner_type})", pruner, _PRUNER_ARGUMENTS[pruner_type])
     for key, value in pruner.items():
         if not (pruner_type == "hyperband" and key == "max_resource" and value == "auto"):
-            pruner[key] = _number(f"{source}: pruner.{key}", value, integer=True)
-    storage = data.get("storage") or {}
+            pruner[key] = _number(f"{source}: pruner.{key}", value, integer=True,
+                                  at_least=_PRUNER_MINIMUM.get(key, 0))
+    storage = _section(source, data, "storage")
     _check_keys(f"{source}: storage", storage, _STORAGE_KEYS)
-    trainer = data.get("trainer") or {}
-    if not isinstance(trainer, Mapping):
-        raise ConfigError(f"{source}: 'trainer' must be a mapping of Lightning Trainer arguments")
+    trainer = _section(source, data, "trainer")
     for reserved in ("callbacks", "logger", "default_root_dir"):
         if reserved in trainer:
             raise ConfigError(f"{source}: trainer.{reserved} is set by the study itself")
@@ -353,15 +407,17 @@ def parse_search_spec(data: Mapping, *, source: str = "search", default_name: st
         source=source,
         params=tuple(params),
         study_name=str(data.get("study_name") or default_name),
-        sampler_seed=_number(f"{source}: sampler.seed", sampler.get("seed", 0), integer=True),
+        sampler_seed=_number(f"{source}: sampler.seed", sampler.get("seed", 0), integer=True, at_least=0),
         n_startup_trials=_number(
-            f"{source}: sampler.n_startup_trials", sampler.get("n_startup_trials", 10), integer=True
+            f"{source}: sampler.n_startup_trials", sampler.get("n_startup_trials", 10), integer=True,
+            at_least=0,
         ),
         pruner_type=pruner_type,
         pruner_arguments=pruner,
         heartbeat_interval=heartbeat,
         grace_period=grace,
-        max_retry=_number(f"{source}: storage.max_retry", storage.get("max_retry", 2), integer=True),
+        max_retry=_number(f"{source}: storage.max_retry", storage.get("max_retry", 2), integer=True,
+                          at_least=0),
         trainer_kwargs=dict(trainer),
         raw=copy.deepcopy(dict(data)),
     )

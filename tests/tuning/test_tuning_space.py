@@ -159,6 +159,16 @@ def test_fixed_trial_values_become_config_overrides():
         ({"pruner": {"type": "median", "min_resource": 1}}, "unknown key 'min_resource'"),
         ({"storage": {"heartbeat_interval": 10, "grace_period": 5}}, "grace_period > heartbeat_interval"),
         ({"trainer": {"callbacks": []}}, "trainer.callbacks is set by the study"),
+        ({"pruner": "median"}, "'pruner' must be a mapping"),
+        ({"sampler": 5}, "'sampler' must be a mapping"),
+        ({"storage": ["max_retry"]}, "'storage' must be a mapping"),
+        ({"trainer": "fast"}, "'trainer' must be a mapping"),
+        ({"pruner": {"n_warmup_steps": -3}}, "pruner.n_warmup_steps=-3 must be >= 0"),
+        ({"pruner": {"interval_steps": 0}}, "pruner.interval_steps=0 must be >= 1"),
+        ({"pruner": {"type": "hyperband", "reduction_factor": 1}}, "pruner.reduction_factor=1 must be >= 2"),
+        ({"sampler": {"n_startup_trials": -1}}, "sampler.n_startup_trials=-1 must be >= 0"),
+        ({"sampler": {"seed": -7}}, "sampler.seed=-7 must be >= 0"),
+        ({"storage": {"max_retry": -1}}, "storage.max_retry=-1 must be >= 0"),
     ],
 )
 def test_bad_search_files_name_the_file_and_key(change, message):
@@ -198,6 +208,40 @@ def test_search_paths_are_checked_against_the_run_config():
     )
     with pytest.raises(ConfigError, match=r"v.yaml: space.training.lr_schedule='linear'"):
         bad_value.check_against(resolve)
+
+
+@pytest.mark.parametrize(
+    ("when", "message"),
+    [
+        ({"model.nmae": "itransformer_damcha"}, "model.nmae is not a key of the run config"),
+        ({"model.use_norm": "true"}, "compares model.use_norm (e.g. True, a bool) with ['true']"),
+        ({"model.name": "itransformer_damhca"}, "none of ['itransformer_damhca'] is one of its choices"),
+    ],
+)
+def test_a_condition_that_can_never_hold_is_rejected(when, message):
+    """A typo in ``when`` would otherwise switch its parameter off for the whole study, silently."""
+    from damcha_ts.training import load_run_config
+
+    data = {"space": {
+        "model.name": {"type": "categorical", "choices": ["itransformer_mha", "itransformer_damcha"]},
+        "model.generator_hidden": {"type": "categorical", "choices": [[8], [16]], "when": when},
+    }}
+    spec = parse_search_spec(data, source="when.yaml")
+    with pytest.raises(ConfigError, match="when.yaml: space.model.generator_hidden.when") as info:
+        spec.check_against(lambda values: load_run_config(BASE, overrides=as_overrides(values)))
+    assert message in str(info.value)
+
+
+def test_a_condition_on_a_key_derived_from_an_earlier_parameter_is_accepted():
+    from damcha_ts.training import load_run_config
+
+    data = {"space": {
+        "model.name": {"type": "categorical", "choices": ["itransformer_mha", "itransformer_damcha"]},
+        "model.generator_hidden": {"type": "categorical", "choices": [[8], [16]],
+                                   "when": {"model.attention": "damcha", "model.d_model": 16}},
+    }}
+    parse_search_spec(data, source="derived.yaml").check_against(
+        lambda values: load_run_config(BASE, overrides=as_overrides(values)))
 
 
 @pytest.mark.parametrize("path", sorted(SEARCH_DIR.glob("*.yaml")), ids=lambda p: p.name)
