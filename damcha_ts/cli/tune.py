@@ -49,7 +49,9 @@ def register(subparsers) -> None:
 
 
 def command_line(args: argparse.Namespace) -> str:
-    """The command that reproduces this run (written into the report)."""
+    """The command that reproduces this run (written into the report), with any database password
+    replaced by ``***``."""
+    from damcha_ts.tuning.storage import display_url
     parts = [
         "damcha-ts",
         "tune",
@@ -61,7 +63,7 @@ def command_line(args: argparse.Namespace) -> str:
         str(args.n_trials),
     ]
     for flag, value in (
-        ("--storage", args.storage),
+        ("--storage", display_url(args.storage) if args.storage else None),  # no password in reports
         ("--study-name", args.study_name),
         ("--horizon", args.horizon),
         ("--out", args.out),
@@ -111,9 +113,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"report: {result.report}")
     failed_workers = [code for code in result.worker_exit_codes if code != 0]
     if failed_workers:
+        missing = args.n_trials - result.n_added
         print(
-            f"damcha-ts tune: {len(failed_workers)} worker(s) failed; rerun the command to add the "
-            "missing trials",
+            f"damcha-ts tune: {len(failed_workers)} worker(s) failed; this launch added "
+            f"{result.n_added} of {args.n_trials} trials"
+            + (f" (rerun with --n-trials {missing} to add the rest)" if missing > 0 else ""),
+            file=sys.stderr,
+        )
+        return 1
+    if args.n_trials > 0 and result.n_added == 0:
+        print(
+            f"damcha-ts tune: none of the {args.n_trials} trials finished ({result.n_failed} failed "
+            "in the study); the [tune] lines above say why",
             file=sys.stderr,
         )
         return 1

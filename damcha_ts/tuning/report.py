@@ -180,8 +180,13 @@ def _invocation_lines(invocations: list[dict]) -> list[str]:
     lines = ["Invocations of this study (oldest first):", ""]
     for k, item in enumerate(invocations, 1):
         lines.append(f"{k}. `{item['command']}` ({item.get('started', '?')}): {item['trials_before']} "
-                     f"trials before, {item['n_trials']} added")
+                     f"trials before, {item['n_trials']} added, launch token {item.get('launch_token', '?')}")
     return [*lines, ""]
+
+
+def _tokens(invocations: list[dict]) -> str:
+    tokens = [str(item["launch_token"]) for item in invocations if "launch_token" in item]
+    return ("launch tokens " + ", ".join(tokens)) if tokens else "not recorded"
 
 
 def write_report(
@@ -213,6 +218,10 @@ def write_report(
         f"- sampler: TPE (multivariate, constant liar, seed {search.sampler_seed}, "
         f"{search.n_startup_trials} start-up trials); pruner: {search.pruner_type}"
         + (f" ({pruner})" if pruner else ""),
+        "- each worker's sampler seed mixes that seed with its launch's random token "
+        f"({_tokens(study.user_attrs.get('invocations', []))}) and its index, so that resumed and "
+        "simultaneous launches do not replay one another's trials: a study is traceable, and a "
+        "rerun of the command samples anew",
         *(
             [f"- Lightning arguments of every run: `{dict(search.trainer_kwargs)}`"]
             if search.trainer_kwargs

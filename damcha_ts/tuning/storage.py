@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def resolve_storage_url(storage: str | Path | None, out_dir: str | Path) -> str:
             raise ConfigError(f"--storage {text!r}: give the journal file, e.g. journal:///tmp/study.log")
         return JOURNAL_PREFIX + str(Path(rest).resolve())
     if "://" in text:
-        return text
+        return _checked_database_url(text)
     path = Path(text)
     if path.suffix == ".log":
         return JOURNAL_PREFIX + str(path.resolve())
@@ -43,6 +44,20 @@ def resolve_storage_url(storage: str | Path | None, out_dir: str | Path) -> str:
         f"--storage {text!r} is neither a database URL (sqlite:///study.db, postgresql://...) "
         "nor a file ending in .db/.sqlite (SQLite) or .log (journal)"
     )
+
+
+def _checked_database_url(url: str) -> str:
+    """``url`` itself, or a ConfigError for a URL that cannot hold a shared, resumable study."""
+    scheme, _, rest = url.partition("://")
+    shown = display_url(url)
+    if scheme == "postgres" or scheme.startswith("postgres+"):
+        raise ConfigError(f"--storage {shown!r}: SQLAlchemy spells the scheme 'postgresql://' "
+                          "(as in postgresql://user:password@host/db)")
+    if scheme.split("+")[0] == "sqlite" and rest.lstrip("/") in ("", ":memory:"):
+        raise ConfigError(f"--storage {shown!r}: an in-memory SQLite database lives and dies with one "
+                          "process, so worker processes and later resumes would not see the study; "
+                          "give a file, e.g. sqlite:///study.db")
+    return url
 
 
 def is_journal(url: str) -> bool:
@@ -57,6 +72,7 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
     ``max_retry`` times) with the same parameters.
     """
     import optuna
+    from sqlalchemy.exc import SQLAlchemyError
 
     if is_journal(url):
         from optuna.storages.journal import JournalFileBackend
@@ -90,15 +106,25 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
                 **callback,
             )
         except ImportError as exc:
+            hint = ""
+            if url.startswith("postgresql://"):  # SQLAlchemy 2.1 reads it as psycopg (3)
+                hint = ("; the driver of `pip install 'damcha-ts[postgres]'` is psycopg2, named in "
+                        "the URL as postgresql+psycopg2://user:password@host/db")
             raise ConfigError(
-                f"storage {url!r} needs a database driver that is not installed: {exc}"
+                f"storage {display_url(url)!r} needs a database driver that is not installed: {exc}{hint}"
             ) from exc
+        except SQLAlchemyError as exc:  # unknown dialect, malformed URL, server not reachable
+            raise ConfigError(f"storage {display_url(url)!r} cannot be opened: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: Exception) -> str:
+    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
 
 
 def display_url(url: str) -> str:
     """The URL with any password hidden, for logs and reports."""
     if is_journal(url) or "@" not in url:
         return url
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
+    # The password is what lies between "user:" and the host's "@" (the last "@" before the path).
+    # A regex rather than SQLAlchemy's make_url, which raises on the malformed URLs errors show.
+    return re.sub(r"^([^:/]+://[^:@/]*):[^/]*@", r"\1:***@", url)

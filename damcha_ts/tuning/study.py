@@ -59,6 +59,7 @@ class StudyResult:
     best_trial: int | None
     best_config: str | None = None
     report: str | None = None
+    n_added: int = 0  # COMPLETE + PRUNED trials this launch added (n_trials unless workers failed)
     tuned: dict | None = None  # the best config retrained: val_mse, test mse/mae, ...
     default: dict | None = None  # the base config, trained the same way (--compare-default)
     worker_exit_codes: list[int] = field(default_factory=list)
@@ -272,6 +273,7 @@ def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
     finally:
         if restore is not None:
             signal.signal(signal.SIGTERM, restore)
+        spec_path.unlink(missing_ok=True)  # it holds the storage URL, password included
     for index, code in enumerate(codes):
         if code != 0:
             log(f"worker {index} exited with code {code}; see {folder / f'worker_{tag}_{index}.log'}")
@@ -433,30 +435,37 @@ def run_study(
         "n_trials": n_trials,
         "claims": str(out_dir / WORKERS_DIR / f"claims_{launch:05d}_{os.getpid()}.json"),
     }
+    finished_before = _finished(study)
     TrialClaims(worker_spec["claims"], n_trials)
     log(f"study {name!r} in {display_url(url)}: {launch} trials so far, adding {n_trials}")
-    if command:  # the study's own history: a resumed study's report lists every command that fed it
-        history = list(study.user_attrs.get(INVOCATIONS_ATTR, []))
-        history.append({"command": command, "trials_before": launch, "n_trials": n_trials,
-                        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                        "launch_token": worker_spec["launch_token"], "workers": workers})
-        study.set_user_attr(INVOCATIONS_ATTR, history)
+    # The study's own history: a resumed study's report lists every launch that fed it, with the
+    # token its workers' sampler seeds came from.
+    history = list(study.user_attrs.get(INVOCATIONS_ATTR, []))
+    history.append({"command": command or "run_study() from Python", "trials_before": launch,
+                    "n_trials": n_trials, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "launch_token": worker_spec["launch_token"], "workers": workers})
+    study.set_user_attr(INVOCATIONS_ATTR, history)
     started = time.perf_counter()
     exit_codes: list[int] = []
-    if n_trials > 0:
-        if workers == 1:
-            run_worker(worker_spec, 0)
-        else:
-            exit_codes = _spawn_workers(worker_spec, out_dir, workers)
-    Path(worker_spec["claims"]).unlink(missing_ok=True)
+    try:
+        if n_trials > 0:
+            if workers == 1:
+                run_worker(worker_spec, 0)
+            else:
+                exit_codes = _spawn_workers(worker_spec, out_dir, workers)
+    finally:  # an interrupted launch leaves no stale budget behind
+        Path(worker_spec["claims"]).unlink(missing_ok=True)
     log(f"trials done in {time.perf_counter() - started:.1f} s")
 
     result = summarize(study, spec, url, out_dir)
     result.worker_exit_codes = exit_codes
+    result.n_added = _finished(study) - finished_before
     if result.best_trial is not None:
         from damcha_ts.tuning.report import export_best_config
 
-        best = study.best_trial
+        # The trial summarize() chose, not study.best_trial: on a shared database another machine
+        # may finish a better one in between, and the report and best_config.yaml must agree.
+        best = next(t for t in study.get_trials(deepcopy=False) if t.number == result.best_trial)
         result.best_config = str(export_best_config(best, out_dir / BEST_CONFIG_FILE, study_name=name,
                                                     trainer_kwargs=run_trainer_kwargs))
         if evaluate_test:
@@ -478,6 +487,13 @@ def run_study(
 
 # Study user attribute: [{"command", "trials_before", "n_trials", "started", "launch_token", "workers"}].
 INVOCATIONS_ATTR = "invocations"
+
+
+def _finished(study) -> int:
+    """COMPLETE + PRUNED trials: the ones a launch's ``n_trials`` counts."""
+    from optuna.trial import TrialState
+
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
 
 
 def summarize(study, search: SearchSpec, url: str, out_dir: Path) -> StudyResult:

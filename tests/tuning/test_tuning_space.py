@@ -273,6 +273,34 @@ def test_storage_urls(tmp_path, monkeypatch):
     assert resolve_storage_url("journal:///abs/s.log", "o") == "journal:///abs/s.log"
     with pytest.raises(ConfigError, match="study.txt"):
         resolve_storage_url("study.txt", "o")
+    # URLs that cannot hold a shared, resumable study, and a password that must not be shown.
+    for url in ("sqlite://", "sqlite:///:memory:"):
+        with pytest.raises(ConfigError, match="in-memory SQLite"):
+            resolve_storage_url(url, "o")
+    with pytest.raises(ConfigError, match=r"'postgres://alice:\*\*\*@db/x'.*postgresql://") as info:
+        resolve_storage_url("postgres://alice:s3cret@db/x", "o")
+    assert "s3cret" not in str(info.value)
+
+
+def test_storages_that_cannot_open_are_config_errors_without_the_password():
+    from damcha_ts.tuning.storage import open_storage
+
+    for url, message in (("sqlit:///x.db", "sqlit"),
+                         ("postgresql+psycopg2://alice:s3cret@127.0.0.1:1/db", "127.0.0.1")):
+        with pytest.raises(ConfigError, match="cannot be opened") as info:
+            open_storage(url, heartbeat_interval=60, grace_period=180, max_retry=1)
+        assert message in str(info.value) and "s3cret" not in str(info.value)
+
+
+def test_the_recorded_command_hides_the_database_password():
+    from damcha_ts.cli.main import build_parser
+    from damcha_ts.cli.tune import command_line
+
+    args = build_parser().parse_args(["tune", "--config", "c.yaml", "--search", "s.yaml", "--n-trials", "3",
+                                      "--storage", "postgresql+psycopg2://alice:s3cret@db:5432/optuna"])
+    command = command_line(args)
+    assert "s3cret" not in command
+    assert "--storage postgresql+psycopg2://alice:***@db:5432/optuna" in command.replace("'", "")
 
 
 def test_worker_seeds_differ_per_launch_and_worker():

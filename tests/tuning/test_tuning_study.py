@@ -145,10 +145,12 @@ def test_pruned_trials_end_pruned_and_a_rerun_resumes(study_files, tmp_path, cap
     assert "Invocations of this study (oldest first):" in report
     assert "--n-trials 2" in report and "3 trials before, 2 added" in report
     assert "--n-trials 0" in report and "5 trials before, 0 added" in report
-    # Each launch drew its own sampler token and recorded it (see worker_seed).
+    assert "`run_study() from Python` (" in report and "2 trials before, 3 added" in report  # 2 enqueued
+    # Each launch, from Python too, drew its own sampler token and recorded it (see worker_seed).
     invocations = optuna.load_study(study_name="prune", storage=url).user_attrs["invocations"]
     tokens = [item["launch_token"] for item in invocations]
-    assert len(tokens) == 2 and len(set(tokens)) == 2 and all(isinstance(t, int) for t in tokens)
+    assert len(tokens) == 3 and len(set(tokens)) == 3 and all(isinstance(t, int) for t in tokens)
+    assert f"launch tokens {', '.join(map(str, tokens))})" in report
 
 
 def test_exported_best_config_reproduces_the_best_validation_mse(study_files, tmp_path):
@@ -206,9 +208,10 @@ def test_two_worker_processes_complete_exactly_n_trials_together(study_files, tm
     assert sum(per_worker.values()) == 4
     assert not any(label.endswith(f":{os.getpid()}") for label in per_worker)
     assert not list((tmp_path / "out" / "workers").glob("claims_*.json"))  # the launch's budget is gone
-    # The workers' spec holds the storage URL (a database password, for PostgreSQL): owner-only.
-    (spec,) = (tmp_path / "out" / "workers").glob("spec_*.json")
-    assert spec.stat().st_mode & 0o777 == 0o600
+    # The workers' spec held the storage URL (a database password, for PostgreSQL): it is written
+    # owner-only and deleted when the workers are done; their logs stay.
+    assert not list((tmp_path / "out" / "workers").glob("spec_*.json"))
+    assert len(list((tmp_path / "out" / "workers").glob("worker_*.log"))) == 2
 
 
 def _claim_all(path, granted):
@@ -391,6 +394,23 @@ def test_cli_names_a_bad_search_file(study_files, tmp_path, capsys):
     assert code == 2
     error = capsys.readouterr().err
     assert "search.yaml" in error and "model.d_modle" in error and "d_model" in error
+
+
+def test_cli_fails_when_no_trial_of_the_launch_finishes(study_files, tmp_path, capsys):
+    # Every value is valid on its own (so the study starts), but no d_model here divides by any
+    # n_heads: each trial fails when its config is built, and the command must not report success.
+    config, search = study_files(space={
+        "model.d_model": {"type": "categorical", "choices": [10, 14]},
+        "model.n_heads": {"type": "categorical", "choices": [4, 3]},
+    })
+    out = tmp_path / "out"
+    code = main(["tune", "--config", str(config), "--search", str(search), "--n-trials", "1",
+                 "--set", "model.d_model=12", "--out", str(out), "--no-test"])
+    assert code == 1
+    assert "none of the 1 trials finished (2 failed in the study)" in capsys.readouterr().err
+    trials = load_trials(f"sqlite:///{out / 'study.db'}", "search")
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.FAIL]
+    assert not list((out / "workers").glob("*.json")) if (out / "workers").exists() else True
 
 
 def test_sigterm_to_the_launcher_stops_its_worker_processes(study_files, tmp_path):
