@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import warnings
+
+import pandas as pd
 from gluonts.torch.model.predictor import PyTorchPredictor
 
 from damcha_ts.errors import ConfigError
@@ -39,6 +43,14 @@ def predictor_from_forecaster(forecaster, batch_size: int = 32) -> PyTorchPredic
         # The Forecaster's marks: the data's own frequency unless a convention ("h") was recorded.
         time_features_freq=meta.time_features_freq or meta.freq,
     )
+    if estimator.uses_time_marks and not _stamped_at_period_start(meta.freq):
+        warnings.warn(
+            f"predictor_from_forecaster: the forecaster's data ({meta.freq!r}) is stamped at the end of "
+            "each period, and GluonTS keeps periods and computes time marks at their start, so the "
+            "predictor's marks are shifted by that offset and its forecasts differ slightly from "
+            "forecaster.predict",
+            stacklevel=2,
+        )
     module = DAMCHALightningModule(
         model_config=estimator.model_config,
         quantiles=estimator.quantiles,
@@ -47,3 +59,19 @@ def predictor_from_forecaster(forecaster, batch_size: int = 32) -> PyTorchPredic
     )
     module.model.load_state_dict(forecaster.model_.state_dict())
     return estimator.create_predictor(estimator.create_transformation(), module.eval())
+
+
+def _stamped_at_period_start(freq: str) -> bool:
+    """Whether timestamps on this frequency's grid are the starts of their GluonTS periods (hourly,
+    daily: yes; weekly W-SUN or month-end ME, whose dates fall on a period's last day: no)."""
+    offset = pd.tseries.frequencies.to_offset(freq)
+    on_grid = offset.rollforward(pd.Timestamp("2001-03-07"))
+    # Period frequencies drop the "end" suffix of offsets: ME -> M, QE-DEC -> Q-DEC, YE -> Y.
+    for period_freq in (offset.freqstr, re.sub(r"E(?=$|-)", "", offset.freqstr)):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # Period with a BDay freq
+                return pd.Period(on_grid, freq=period_freq).start_time == on_grid
+        except ValueError:
+            continue
+    return True  # no period form at all (e.g. "MS"): GluonTS itself refuses such data

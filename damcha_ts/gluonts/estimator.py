@@ -14,15 +14,18 @@ data, as the benchmark protocol's StandardScaler does, because the *loss* is com
 the model works on: on raw values, variates with large units would dominate the MSE or pinball loss
 (Weather's radiation in W/m² against rain in mm). It also makes a model trained here and one trained
 by ``damcha_ts.training`` / ``Forecaster`` the same computation. ``standardize=False`` keeps raw
-values, and the predictor then accepts any number of variates.
+values, and the predictor then accepts any number of variates (one N per call, or batch_size=1:
+entries of different N cannot share a batch).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import pandas as pd
 import torch
 from gluonts.core.component import validated
 from gluonts.dataset.common import Dataset
@@ -43,6 +46,7 @@ from gluonts.transform import (
     ValidationSplitSampler,
 )
 
+from damcha_ts.data.protocol import time_features
 from damcha_ts.errors import ConfigError, DataError
 from damcha_ts.gluonts.lightning_module import DAMCHALightningModule
 from damcha_ts.gluonts.transform import (
@@ -110,8 +114,14 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
             ("batch_size", batch_size),
             ("num_batches_per_epoch", num_batches_per_epoch),
         ):
-            if value < 1:
+            if value < 1:  # @validated() has already made it an int (pydantic truncates 2.7 to 2)
                 raise ConfigError(f"{name} must be >= 1, got {value}")
+        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+            raise ConfigError(f"lr must be a finite number > 0, got {lr!r}")
+        if not (isinstance(weight_decay, (int, float)) and math.isfinite(weight_decay) and weight_decay >= 0):
+            raise ConfigError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
+        if time_features_freq is not None:
+            time_features(pd.DatetimeIndex([]), time_features_freq)  # names the argument if unknown
         hyperparameters = dict(hyperparameters or {})
         for key in ("name", "seq_len", "pred_len"):
             if key in hyperparameters:
@@ -135,8 +145,26 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         self._target_statistics: tuple[list[float], list[float]] | None = None
 
     def train_model(self, training_data: Dataset, validation_data: Dataset | None = None, **kwargs):
-        """``PyTorchLightningEstimator.train_model``, after fitting the standardisation on ``training_data``."""
-        self._target_statistics = target_statistics(training_data) if self.standardize else None
+        """``PyTorchLightningEstimator.train_model``, after checking that the data yields windows and
+        fitting the standardisation on ``training_data``."""
+        # Without these checks GluonTS fails with "Reached maximum number of idle transformation
+        # calls" (no training window), or trains without validation, silently.
+        statistics = target_statistics(training_data)
+        needed = self.context_length + self.prediction_length
+        if statistics.longest < needed:
+            raise DataError(
+                f"training_data: the longest entry has {statistics.longest} steps, and a training window "
+                f"needs context_length + prediction_length = {needed}; give longer series or "
+                "shorten those lengths (entries shorter than that are never sampled for training)"
+            )
+        if validation_data is not None:
+            longest = max((np.shape(entry[FieldName.TARGET])[-1] for entry in validation_data), default=0)
+            if longest < self.prediction_length:
+                raise DataError(
+                    f"validation_data: the longest entry has {longest} steps, fewer than "
+                    f"prediction_length = {self.prediction_length}, so it has no validation window"
+                )
+        self._target_statistics = (statistics.mean, statistics.scale) if self.standardize else None
         return super().train_model(training_data, validation_data, **kwargs)
 
     # -- the five PyTorchLightningEstimator hooks --------------------------------------------
@@ -239,12 +267,22 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         return windows
 
 
-def target_statistics(dataset: Dataset) -> tuple[list[float], list[float]]:
+class TargetStatistics(NamedTuple):
+    mean: list[float]  # [N] per variate
+    scale: list[float]  # [N] population standard deviation, 1 where a variate has no spread
+    longest: int  # steps in the longest entry
+
+
+def target_statistics(dataset: Dataset) -> TargetStatistics:
     """Per-variate mean and population standard deviation over all entries' targets (N, T), NaNs skipped.
 
-    A variate with zero spread gets scale 1 (as scikit-learn's StandardScaler does).
+    Each entry's centred statistics are merged with Chan et al.'s pairwise update, which stays
+    exact where ``E[x²] − E[x]²`` cancels (a level of 1e9 with a spread of 0.01). A variate with
+    zero spread gets scale 1 (as scikit-learn's StandardScaler does). Every entry must have the
+    same N: entries of different N could not share a batch.
     """
-    total = total_squares = count = None
+    count = mean = squares = None  # running count, mean and sum of squared deviations, [N] each
+    longest = 0
     for entry in dataset:
         target = np.asarray(entry[FieldName.TARGET], dtype=np.float64)
         if target.ndim != 2:
@@ -252,22 +290,30 @@ def target_statistics(dataset: Dataset) -> tuple[list[float], list[float]]:
                 f"entry {entry.get(FieldName.ITEM_ID)!r}: target has shape {target.shape}; DAMCHAEstimator needs "
                 "(N variates, T steps): use PandasDataset(wide_df, target=columns) or MultivariateGrouper"
             )
-        if total is not None and target.shape[0] != total.shape[0]:
+        if count is not None and target.shape[0] != count.shape[0]:
             raise DataError(
                 f"entry {entry.get(FieldName.ITEM_ID)!r} has {target.shape[0]} variates, an earlier one "
-                f"{total.shape[0]}; standardize=True needs the same variates in every entry (or use standardize=False)"
+                f"{count.shape[0]}; training needs the same variates in every entry (windows of different "
+                "N cannot share a batch)"
             )
+        longest = max(longest, target.shape[1])
         observed = np.isfinite(target)
-        values = np.where(observed, target, 0.0)
-        if total is None:
-            total, total_squares, count = (np.zeros(target.shape[0]) for _ in range(3))
-        total += values.sum(axis=1)
-        total_squares += (values**2).sum(axis=1)
-        count += observed.sum(axis=1)
-    if total is None or (count == 0).any():
+        entry_count = observed.sum(axis=1).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            entry_mean = np.where(entry_count > 0, np.where(observed, target, 0.0).sum(axis=1) / entry_count, 0.0)
+        entry_squares = (np.where(observed, target - entry_mean[:, None], 0.0) ** 2).sum(axis=1)
+        if count is None:
+            count, mean, squares = entry_count, entry_mean, entry_squares
+            continue
+        total = count + entry_count
+        with np.errstate(invalid="ignore", divide="ignore"):
+            weight = np.where(total > 0, entry_count / total, 0.0)
+        delta = entry_mean - mean
+        squares = squares + entry_squares + delta**2 * count * weight
+        mean = mean + delta * weight
+        count = total
+    if count is None or (count == 0).any():
         raise DataError("the training data is empty, or a variate has no observed value: nothing to standardise on")
-    mean = total / count
-    variance = np.maximum(total_squares / count - mean**2, 0.0)
-    scale = np.sqrt(variance)
+    scale = np.sqrt(squares / count)
     scale[scale == 0] = 1.0
-    return mean.tolist(), scale.tolist()
+    return TargetStatistics(mean.tolist(), scale.tolist(), longest)

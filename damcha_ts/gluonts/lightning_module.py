@@ -24,7 +24,7 @@ class DAMCHALightningModule(pl.LightningModule):
         model_config: a ``damcha_ts.models.build_model`` config with ``name``, ``seq_len`` (the
             context length L) and ``pred_len`` (the horizon H).
         quantiles: quantile levels (0.5 is added), or None for a point forecast.
-        lr: Adam learning rate (the base rate of ``model.parameter_groups``).
+        lr: AdamW learning rate (the base rate of ``model.parameter_groups``).
         weight_decay: AdamW (decoupled) weight decay (base value of ``model.parameter_groups``).
         target_mean, target_scale: per-variate standardisation [N] fitted on the training data
             (as the protocol's StandardScaler), or None for none. The model sees (y − mean) / scale,

@@ -40,8 +40,9 @@ class RequireMultivariateTarget(MapTransformation):
 
 
 class ForwardFillImputation(MissingValueImputation):
-    """Each variate's missing values take its last observed value; a leading gap takes the first
-    observed one, a variate with no value at all 0. Works on [N, T] targets (GluonTS's own
+    """Each variate's missing values take its last observed value; a leading gap takes the mean of
+    its observed values (not the first one, which would put a training window's own future into
+    its context), a variate with no value at all 0. Works on [N, T] targets (GluonTS's own
     LastValueImputation expects [T]). GluonTS's default writes 0 on the data's scale, an outlier
     that would also spoil the model's per-window normalisation."""
 
@@ -51,7 +52,7 @@ class ForwardFillImputation(MissingValueImputation):
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
         by_time = pd.DataFrame(np.atleast_2d(values).T)  # [T, N]
-        filled = by_time.ffill().bfill().fillna(0.0).to_numpy().T
+        filled = by_time.ffill().fillna(by_time.mean()).fillna(0.0).to_numpy().T
         return filled.reshape(values.shape).astype(values.dtype, copy=False)
 
 

@@ -128,6 +128,32 @@ def test_constructor_rejects_bad_arguments_naming_them():
         DAMCHAEstimator(prediction_length=HORIZON, model="patchtst")
     with pytest.raises(ConfigError, match="quantiles"):
         DAMCHAEstimator(prediction_length=HORIZON, quantiles=[0.1, 1.5])
+    for arguments, name in (({"lr": -1.0}, "lr"), ({"weight_decay": -0.5}, "weight_decay"),
+                            ({"time_features_freq": "bogus"}, "time_features_freq"), ({"batch_size": 0}, "batch_size")):
+        with pytest.raises(ConfigError, match=name):
+            DAMCHAEstimator(prediction_length=HORIZON, **arguments)
+
+
+def test_training_data_too_short_for_one_window_is_refused_naming_the_lengths(etth1):
+    frame = etth1["frame"].iloc[:CONTEXT + HORIZON - 1]
+    short = PandasDataset(frame, target=list(frame.columns), freq="h")
+    estimator = DAMCHAEstimator(prediction_length=HORIZON, context_length=CONTEXT, hyperparameters=TINY)
+    with pytest.raises(DataError, match=rf"training_data: the longest entry has {CONTEXT + HORIZON - 1} steps"
+                                        rf".*context_length \+ prediction_length = {CONTEXT + HORIZON}"):
+        estimator.train(short)
+    tail = etth1["frame"].iloc[:HORIZON - 1]
+    with pytest.raises(DataError, match=rf"validation_data: .* {HORIZON - 1} steps, fewer than prediction_length"):
+        estimator.train(etth1["training"], PandasDataset(tail, target=list(tail.columns), freq="h"))
+
+
+def test_training_entries_must_share_their_variates_even_without_standardisation(etth1):
+    frame = etth1["frame"].iloc[:TRAIN_END]
+    entries = [PandasDataset(frame.iloc[:, :n], target=list(frame.columns[:n]), freq="h") for n in (3, 5)]
+    mixed = [entry for dataset in entries for entry in dataset]
+    estimator = DAMCHAEstimator(prediction_length=HORIZON, model="gateformer_damcha", standardize=False,
+                                hyperparameters={**TINY, "patch_len": 16, "stride": 16})
+    with pytest.raises(DataError, match="has 5 variates, an earlier one 3"):
+        estimator.train(mixed)
 
 
 def test_gateformer_trains_and_predicts_without_time_marks_on_any_number_of_variates(etth1, trainer_kwargs):
@@ -165,13 +191,33 @@ def test_target_statistics_are_the_per_variate_mean_and_population_std():
     second[1, 4] = np.nan  # a missing value is skipped, not counted
     first[2] = 7.0  # no spread: scale 1, as StandardScaler does
     second[2] = 7.0
-    mean, scale = target_statistics([{"target": first}, {"target": second}])
+    third = np.full((3, 5), np.nan)  # an entry with nothing observed changes nothing
+    statistics = target_statistics([{"target": first}, {"target": third}, {"target": second}])
     pooled = np.concatenate([first, second], axis=1)
-    np.testing.assert_allclose(mean, np.nanmean(pooled, axis=1), rtol=1e-12)
-    np.testing.assert_allclose(scale[:2], np.nanstd(pooled, axis=1)[:2], rtol=1e-9)
-    assert scale[2] == 1.0
+    np.testing.assert_allclose(statistics.mean, np.nanmean(pooled, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(statistics.scale[:2], np.nanstd(pooled, axis=1)[:2], rtol=1e-9)
+    assert statistics.scale[2] == 1.0 and statistics.longest == 50
     with pytest.raises(DataError, match="same variates"):
         target_statistics([{"target": first}, {"target": second[:2]}])
+
+
+def test_target_statistics_keep_a_small_spread_on_a_large_level():
+    """E[x²] − E[x]² cancels here (it gave scale 1 for a true 0.01); merging centred sums does not."""
+    rng = np.random.default_rng(5)
+    entries = [1e9 + rng.normal(0.0, 0.01, size=(2, 40)) for _ in range(3)]
+    statistics = target_statistics([{"target": entry} for entry in entries])
+    pooled = np.concatenate(entries, axis=1)
+    np.testing.assert_allclose(statistics.scale, pooled.std(axis=1), rtol=1e-4)
+    np.testing.assert_allclose(statistics.mean, pooled.mean(axis=1), rtol=1e-15)
+
+
+def test_a_leading_gap_takes_the_mean_not_a_future_value():
+    from damcha_ts.gluonts.transform import ForwardFillImputation
+
+    values = np.array([[np.nan, np.nan, 4.0, 8.0, np.nan], [1.0, np.nan, 3.0, 5.0, 7.0],
+                       [np.nan] * 5], dtype=np.float32)
+    np.testing.assert_array_equal(ForwardFillImputation()(values),
+                                  [[6.0, 6.0, 4.0, 8.0, 8.0], [1.0, 1.0, 3.0, 5.0, 7.0], [0.0] * 5])
 
 
 def test_missing_values_and_a_short_context_are_filled_flat_not_with_zeros(predictor, etth1):

@@ -91,3 +91,16 @@ def test_a_saved_and_loaded_forecaster_converts_to_the_same_predictor(fitted, tm
     (original,) = predictor_from_forecaster(forecaster).predict(dataset)
     (reloaded,) = predictor_from_forecaster(loaded).predict(dataset)
     np.testing.assert_array_equal(reloaded.samples, original.samples)
+
+
+@pytest.mark.parametrize(("freq", "at_start"), [("h", True), ("15min", True), ("D", True), ("2h", True),
+                                                ("W-SUN", False), ("W-MON", False), ("ME", False), ("QE", False)])
+def test_data_stamped_at_the_end_of_its_periods_is_told_apart(freq, at_start):
+    """GluonTS computes marks at each period's start; for data stamped at a period's end (weekly,
+    month-end) predictor_from_forecaster warns that its forecasts cannot equal the forecaster's."""
+    from damcha_ts.gluonts.convert import _stamped_at_period_start
+
+    stamps = pd.date_range("2021-01-01", periods=4, freq=freq)
+    periods = stamps.to_period(pd.Period(stamps[0], freq=freq.replace("ME", "M").replace("QE", "Q")).freqstr)
+    assert (periods.start_time == stamps).all() == at_start  # the independent check
+    assert _stamped_at_period_start(freq) == at_start
