@@ -28,7 +28,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--storage",
-        help="sqlite:///file.db, postgresql://user@host/db, journal:///file.log, or a .db/.log path "
+        help="sqlite:///file.db, postgresql+psycopg2://user@host/db, journal:///file.log, or a .db/.log path "
         "(default: OUT/study.db). Point many machines at one database URL to share a study.",
     )
     parser.add_argument("--study-name", help="default: the search file's study_name or its stem")

@@ -333,3 +333,16 @@ def test_each_worker_gets_one_gpu_and_each_run_one_device():
     assert one_device_per_run(auto, {"max_epochs": 2}) == {"max_epochs": 2, "devices": 1}
     assert one_device_per_run(auto, {"devices": 2}) == {"devices": 2}
     assert one_device_per_run({"training": {"devices": 4}}, {}) == {}
+
+
+def test_the_search_file_in_the_tuning_guide_is_valid():
+    """docs/tuning.md's example must parse and fit the config its command names."""
+    import re
+
+    from damcha_ts.tuning.objective import BaseConfig
+
+    guide = (REPO / "docs" / "tuning.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", guide, flags=re.S) if "space:" in b]
+    spec = parse_search_spec(yaml.safe_load(block), source="docs/tuning.md")
+    assert spec.study_name == "my_study" and spec.trainer_kwargs == {"limit_train_batches": 200}
+    spec.check_against(BaseConfig.of("itransformer_damcha/etth1", 96).resolve)
