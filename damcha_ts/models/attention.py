@@ -80,6 +80,8 @@ class DamchaOptions:
 
     def __post_init__(self) -> None:
         try:
+            if isinstance(self.generator_hidden, (str, bytes)):  # "256" would become widths 2, 5, 6
+                raise TypeError
             self.generator_hidden = tuple(int(width) for width in self.generator_hidden)
         except (TypeError, ValueError):
             raise ConfigError(
@@ -119,7 +121,8 @@ class AttentionRecord:
 
     weights: [B, H, T, T] (after attention dropout, as the reference returns them).
     head_metrics: DAMCHA's m_i, [B, H, dh, dh] ([H, dh, dh] static, [B, T, H, dh, dh] causal); None for MHA.
-    full_metric: the cross-head metric M [B, D, D] ([D, D] static), only with parameterization "full".
+    full_metric: the cross-head metric M [B, D, D] ([D, D] static, [B, T, D, D] causal), only with
+        parameterization "full".
     """
 
     weights: Tensor

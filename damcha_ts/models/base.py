@@ -44,7 +44,7 @@ def count_parameters(model: nn.Module) -> int:
 
 
 class ForecastModel(nn.Module):
-    """Base of the forecasting models: ``forward(x [B, L, N], x_mark [B, L, M] | None) -> [B, H, N]``.
+    """Base of the forecasting models: ``forward(x [B, L, N], x_mark [B, L, M] | None) -> [B, pred_len, N]``.
 
     Subclasses set ``self.config`` (their dataclass) and implement ``_forecast``.
     """
@@ -69,7 +69,7 @@ class ForecastModel(nn.Module):
             )
 
     def forward(self, x: Tensor, x_mark: Tensor | None = None) -> Tensor:
-        """x [B, L, N], x_mark [B, L, M] or None -> forecast [B, H, N] (any N)."""
+        """x [B, L, N], x_mark [B, L, M] or None -> forecast [B, pred_len, N] (any N)."""
         self._check_input(x)
         return self._forecast(x, x_mark, need_weights=False)[0]
 

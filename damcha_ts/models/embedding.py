@@ -31,7 +31,7 @@ class SeriesNormalizer:
 
     @staticmethod
     def denormalize(y: Tensor, stats: tuple[Tensor, Tensor]) -> Tensor:
-        """y [B, H, N] -> y * sigma + mu."""
+        """y [B, pred_len, N] -> y * sigma + mu."""
         mean, std = stats
         return y * std + mean
 

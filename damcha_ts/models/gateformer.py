@@ -108,6 +108,6 @@ class Gateformer(ForecastModel):
         variate_tokens = self.fusion_gate(global_tokens, temporal_tokens)  # h
         cross, variate_records = self.variate_encoder(variate_tokens, need_weights=need_weights)
         fused = self.cross_variate_gate(variate_tokens, cross)  # z
-        forecast = self.projection(fused).transpose(1, 2)  # [B, H, N]
+        forecast = self.projection(fused).transpose(1, 2)  # [B, pred_len, N]
         maps = {"temporal_encoder": temporal_records, "variate_encoder": variate_records}
         return SeriesNormalizer.denormalize(forecast, stats), maps

@@ -69,7 +69,7 @@ class ITransformer(ForecastModel):
         variate_tokens = self.embedding(x, marks)  # [B, N + M, E]
         encoded, records = self.encoder(variate_tokens, need_weights=need_weights)
         # Mark tokens are dropped after the projection: only variates are forecast.
-        forecast = self.projection(encoded)[:, :n_variates, :].transpose(1, 2)  # [B, H, N]
+        forecast = self.projection(encoded)[:, :n_variates, :].transpose(1, 2)  # [B, pred_len, N]
         if self.config.use_norm:
             forecast = SeriesNormalizer.denormalize(forecast, stats)
         return forecast, {"encoder": records}

@@ -77,7 +77,7 @@ class EncoderLayer(nn.Module):
         head_metrics: Tensor | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, AttentionRecord | None]:
-        """x [B, T, D] -> [B, T, D]."""
+        """x [B, T, D] -> (x [B, T, D], the attention's record, or None unless ``need_weights``)."""
         if self.norm_first:
             attended, record = self.attention(self.norm1(x), key_padding_mask, is_causal, head_metrics, need_weights)
             x = x + self.dropout(attended)

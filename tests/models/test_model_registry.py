@@ -71,6 +71,7 @@ def test_unknown_key_names_the_key_and_lists_the_valid_ones():
         ("dropout", 1.5, "dropout=1.5"),
         ("e_layers", 0, "e_layers=0"),
         ("generator_hidden", (64, -1), "generator_hidden"),
+        ("generator_hidden", "256", "generator_hidden='256'; expected a sequence"),  # not widths 2, 5, 6
         ("share_generator", "yes", "share_generator='yes'"),
         ("activation", "swish", "activation='swish'"),
     ],
