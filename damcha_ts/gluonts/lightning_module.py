@@ -11,10 +11,10 @@ from gluonts.core.component import validated
 from damcha_ts.errors import ConfigError, DataError
 from damcha_ts.models import build_model
 from damcha_ts.probabilistic import build_quantile_model, pinball_loss, quantile_mean, validate_quantiles
-from damcha_ts.training.optim import adamw
+from damcha_ts.training.optim import TiedGradientClipping, adamw
 
 
-class DAMCHALightningModule(pl.LightningModule):
+class DAMCHALightningModule(TiedGradientClipping, pl.LightningModule):
     """Wraps ``build_model(model_config)`` (point, MSE) or its quantile version (pinball loss).
 
     The constructor is ``@validated()``: ``PyTorchPredictor.serialize`` stores its arguments as JSON

@@ -85,21 +85,25 @@ class ForecastModel(nn.Module):
     def parameter_groups(
         self, learning_rate: float, weight_decay: float = 0.0, compact_lr_scale: float | None = None
     ) -> list[dict]:
-        """torch.optim parameter groups: ``{"params", "lr", "weight_decay", "name"}``.
+        """torch.optim parameter groups: ``{"params", "lr", "weight_decay", "name", "tied_copies"}``.
 
         A ``"compact"`` DAMCHA parameter stands for H tied rows of the full model, so it gets learning
         rate x H and weight decay / H (damcha.md §10 (b)); with Adam/AdamW (decoupled decay) the model
         then trains exactly as the full one. A schedule must therefore multiply each group's own rate
-        (LambdaLR, StepLR, ...), never write one absolute rate into every group.
+        (LambdaLR, StepLR, ...), never write one absolute rate into every group. ``tied_copies`` (H
+        for compact parameters, else 1) lets gradient-norm clipping count them as the full model
+        would (:func:`damcha_ts.training.optim.clip_grad_norm_tied`).
 
         ``compact_lr_scale`` replaces the factor H (learning rate x scale, weight decay / scale): an
         ablation of that multiplier, no longer equivalent to the full model unless it equals H.
         """
         tied_scale: dict[int, float] = {}
+        tied_copies: dict[int, int] = {}
         for module in self.modules():
             if isinstance(module, (MetricGenerator, StaticMetric)):
                 for param in module.tied_parameters():
                     tied_scale[id(param)] = module.n_heads if compact_lr_scale is None else compact_lr_scale
+                    tied_copies[id(param)] = module.n_heads
         if compact_lr_scale is not None:
             if not tied_scale:
                 raise ConfigError(
@@ -118,7 +122,7 @@ class ForecastModel(nn.Module):
             group = groups.setdefault(
                 name,
                 {"params": [], "lr": learning_rate * scale, "weight_decay": weight_decay / scale,
-                 "name": name},
+                 "name": name, "tied_copies": tied_copies.get(id(param), 1)},
             )
             group["params"].append(param)
         return list(groups.values())

@@ -73,6 +73,8 @@ class TrainingConfig:
     strategy: str = "auto"
     num_nodes: int = 1
     num_workers: int = 0
+    # Gradient-norm clipping; the norm counts each compact DAMCHA parameter H times, as the full
+    # D*D layer it stands for would (damcha.md §10), so compact and full still train alike.
     gradient_clip_val: float | None = None
     # Partial-variate training (iTransformer's "efficient training"): each training batch keeps a
     # random subset of this fraction of the variates. 1.0 trains on all of them.

@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from damcha_ts.models import build_model
 from damcha_ts.probabilistic import build_quantile_model, pinball_loss
 from damcha_ts.training.config import TrainingConfig
-from damcha_ts.training.optim import adamw, lr_factor
+from damcha_ts.training.optim import TiedGradientClipping, adamw, lr_factor
 
 
-class ForecastModule(L.LightningModule):
+class ForecastModule(TiedGradientClipping, L.LightningModule):
     """Trains any model of :func:`damcha_ts.models.build_model` on dict batches.
 
     Batches are ``{"x": [B, L, N], "y": [B, H, N], "x_mark": [B, L, M], "y_mark": [B, H, M]}``.

@@ -28,6 +28,42 @@ def adamw(groups: Sequence[dict], lr: float) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=lr, weight_decay=0.0, foreach=True)
 
 
+def clip_grad_norm_tied(param_groups: Sequence[dict], max_norm: float) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` over optimizer groups, with the norm the full model has.
+
+    A compact DAMCHA parameter stands for ``tied_copies`` = H tied rows of the full D*D generator
+    layer, each with the same gradient, so the full model's squared gradient norm counts it H times
+    (damcha.md §10, "Where it is not exact"). Counting it once would clip compact and full models by
+    different factors; counting it H times keeps the two exactly equivalent under active clipping.
+    Returns the total norm, as torch does.
+    """
+    weighted = [(p, group.get("tied_copies", 1)) for group in param_groups for p in group["params"]
+                if p.grad is not None]
+    if not weighted:
+        return torch.zeros(())
+    # Summed in at least float32 (bf16/fp16 gradients), in float64 when they are.
+    squares = torch.stack([p.grad.detach().to(torch.promote_types(p.grad.dtype, torch.float32)).square().sum()
+                           * copies for p, copies in weighted])
+    total = squares.sum().sqrt()
+    factor = (max_norm / (total + 1e-6)).clamp(max=1.0)  # torch's own clip coefficient
+    for p, _ in weighted:
+        p.grad.detach().mul_(factor.to(p.grad.dtype))
+    return total
+
+
+class TiedGradientClipping:
+    """LightningModule mixin: ``gradient_clip_val`` (algorithm "norm") clips with
+    :func:`clip_grad_norm_tied` when the optimizer holds compact DAMCHA parameters, so a compact
+    model clips as its full twin would; other models keep Lightning's own clipping."""
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        tied = any(group.get("tied_copies", 1) != 1 for group in optimizer.param_groups)
+        if gradient_clip_val and tied and gradient_clip_algorithm in (None, "norm"):
+            clip_grad_norm_tied(optimizer.param_groups, gradient_clip_val)
+            return
+        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+
 def lr_factor(schedule: str, max_epochs: int) -> Callable[[int], float]:
     """The factor applied during epoch ``epoch`` (0-based) for a schedule name.
 
