@@ -15,7 +15,10 @@ def write_atomically(path: str | Path, content: bytes | str) -> Path:
     racing on one path need a lock around the read-modify-write (see ``leaderboard/results.py``)."""
     path = Path(path)
     data = content.encode("utf-8") if isinstance(content, str) else content
-    descriptor, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        descriptor, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # name the file asked for, not the temp file beside it
+        raise type(exc)(exc.errno, f"cannot write {path}: {exc.strerror}") from exc
     try:
         os.fchmod(descriptor, 0o644)  # mkstemp makes 0600; results are for everyone to read
         with os.fdopen(descriptor, "wb") as handle:
@@ -32,6 +35,16 @@ def write_atomically(path: str | Path, content: bytes | str) -> Path:
     finally:
         os.close(directory)
     return path
+
+
+def save_figure(figure, path: str | Path, **savefig_kwargs) -> Path:
+    """``figure.savefig`` through :func:`write_atomically` (the format from the file's suffix)."""
+    import io
+
+    path = Path(path)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=path.suffix.lstrip(".") or "png", **savefig_kwargs)
+    return write_atomically(path, buffer.getvalue())
 
 
 @contextlib.contextmanager

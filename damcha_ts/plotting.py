@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from damcha_ts.errors import ConfigError
+from damcha_ts.files import save_figure
 
 
 def plot_forecast(
@@ -67,7 +68,7 @@ def plot_forecast(
     figure.autofmt_xdate()
     figure.tight_layout()
     if path is not None:
-        figure.savefig(path, dpi=120)
+        save_figure(figure, path, dpi=120)
         if ax is None:
             plt.close(figure)
     return figure

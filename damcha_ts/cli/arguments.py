@@ -78,7 +78,20 @@ def trainer_kwargs(args: argparse.Namespace) -> dict:
         key, sep, value = text.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--trainer {text!r} must look like key=value")
-        result[key.strip()] = yaml.safe_load(value) if value.strip() else None
+        try:
+            result[key.strip()] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--trainer {text!r}: the value is not valid YAML ({exc.problem})") from None
+    if result:
+        import inspect
+
+        import lightning
+
+        valid = inspect.signature(lightning.Trainer).parameters
+        unknown = [key for key in result if key not in valid]
+        if unknown:
+            raise ConfigError(f"--trainer: {', '.join(unknown)} is not a lightning.Trainer argument "
+                              f"(see help(lightning.Trainer))")
     return result
 
 

@@ -19,8 +19,8 @@ def register(subparsers) -> None:
     actions.required = True
     info = actions.add_parser("info", help="rows, variates, frequency, borders, windows per split, checksum")
     info.add_argument("name", metavar="NAME", help="benchmark name (ETTh1, Weather, ECL, ...) or CSV path")
-    info.add_argument("--seq-len", type=int, default=96, help="lookback L (default 96)")
-    info.add_argument("--pred-len", type=int, default=96, help="horizon H (default 96)")
+    info.add_argument("--seq-len", "--lookback", dest="seq_len", type=int, default=96, help="lookback L (default 96)")
+    info.add_argument("--pred-len", "--horizon", dest="pred_len", type=int, default=96, help="horizon H (default 96)")
     add_csv_arguments(info)
     add_json_flag(info)
     info.set_defaults(func=run_info)

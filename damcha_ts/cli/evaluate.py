@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from damcha_ts.cli.arguments import add_command, add_json_flag, add_model_dir_argument
+from damcha_ts.cli.arguments import add_command, add_csv_arguments, add_json_flag, add_model_dir_argument, csv_options
 
 
 def register(subparsers) -> None:
@@ -19,6 +19,7 @@ def register(subparsers) -> None:
     add_model_dir_argument(parser)
     parser.add_argument("--dataset", help="benchmark name or CSV path (default: the training data)")
     parser.add_argument("--split", default="test", choices=("train", "val", "test"), help="which split (default test)")
+    add_csv_arguments(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -27,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from damcha_ts.api import Forecaster
 
     forecaster = Forecaster.load(args.model)
-    scores = forecaster.evaluate(args.dataset, split=args.split)
+    scores = forecaster.evaluate(args.dataset, split=args.split, **csv_options(args))
     result = {"model": forecaster.model_config["name"], "horizon": forecaster.horizon, **scores}
     if args.json:
         print(json.dumps(result))

@@ -24,10 +24,12 @@ from pathlib import Path
 
 from damcha_ts.cli.arguments import (
     add_command,
+    add_csv_arguments,
     add_json_flag,
     add_overrides_argument,
     add_scale_out_arguments,
     add_trainer_argument,
+    csv_options,
     scale_out_overrides,
     trainer_kwargs,
 )
@@ -42,13 +44,18 @@ def register(subparsers) -> None:
     source.add_argument("--config", help="run config: YAML path or shipped name such as itransformer_damcha/etth1")
     source.add_argument("--data", help="benchmark name or CSV path (without --config)")
     source.add_argument("--model", help="itransformer_mha, itransformer_damcha, gateformer_mha, gateformer_damcha")
-    source.add_argument("--horizon", type=int, help="forecast horizon H (picks per-horizon config sections)")
-    source.add_argument("--lookback", type=int, help="input length L (default 96)")
+    source.add_argument("--horizon", "--pred-len", dest="horizon", type=int,
+                        help="forecast horizon H (picks per-horizon config sections)")
+    source.add_argument("--lookback", "--seq-len", dest="lookback", type=int,
+                        help="input length L (default: the config's, 96 without one)")
     add_overrides_argument(source)
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--resume", action="store_true", help="continue from DIR/checkpoints/last.ckpt")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the run already in --out (without it, or --resume, that is an error)")
     parser.add_argument("--no-plot", action="store_true", help="skip forecast.png")
     add_json_flag(parser, "the test metrics as one JSON object")
+    add_csv_arguments(parser)
     add_scale_out_arguments(parser)
     add_trainer_argument(parser)
     parser.set_defaults(func=run)
@@ -59,7 +66,9 @@ def resolve_cli_config(args: argparse.Namespace) -> dict:
     from damcha_ts.errors import ConfigError
     from damcha_ts.training import load_run_config
 
-    overrides = [*scale_out_overrides(args), *args.overrides]
+    # How to read a CSV becomes data.* settings, before --set so that --set still wins.
+    csv = [f"data.{key}={json.dumps(value)}" for key, value in csv_options(args).items()]
+    overrides = [*scale_out_overrides(args), *csv, *args.overrides]
     if args.lookback is not None:
         overrides.insert(0, f"data.seq_len={args.lookback}")
     if args.config:
@@ -115,11 +124,33 @@ def write_forecast_plot(out_dir: Path, config: dict) -> Path:
     return path
 
 
+# What a started run leaves in its folder (a config.yaml alone is a run that never started).
+RUN_MARKERS = ("checkpoints", "logs", "model", "metrics.json")
+
+
+def check_out_dir(out_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    """Refuse to train over an earlier run unless asked to continue (--resume) or replace it
+    (--overwrite): a typo in --out must not cost a finished model."""
+    from damcha_ts.errors import ConfigError
+
+    if resume and overwrite:
+        raise ConfigError("--resume continues the run in --out and --overwrite replaces it: give one")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out {out_dir}: is a file, not a folder")
+    found = [name for name in RUN_MARKERS if (out_dir / name).exists()]
+    if found and not (resume or overwrite):
+        raise ConfigError(
+            f"--out {out_dir} already holds a run ({', '.join(found)}); add --resume to continue it, "
+            "--overwrite to replace it, or choose another --out"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from damcha_ts.training import run_experiment
 
     config = resolve_cli_config(args)
     out_dir = Path(args.out)
+    check_out_dir(out_dir, resume=args.resume, overwrite=args.overwrite)
     # The progress bar goes to stderr; it is only useful on a terminal (not in CI logs).
     result = run_experiment(
         config, out_dir, resume=args.resume, progress=sys.stderr.isatty(), trainer_kwargs=trainer_kwargs(args)

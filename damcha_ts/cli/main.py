@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 COMMAND_MODULES = ("data", "baseline", "tune", "leaderboard", "fit", "predict", "evaluate", "quickstart")
@@ -36,7 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, KeyError, RuntimeError) as exc:
+    except BrokenPipeError:
+        # The reader went away (`damcha-ts ... | head`): stop quietly, and keep Python from
+        # complaining again while it flushes stdout on exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except OSError as exc:
+        # A path the user gave that cannot be read or written: the OS message names it.
+        print(f"damcha-ts: error: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError, RuntimeError) as exc:
         # Library errors already name the file/column/argument; show them without a traceback.
         from damcha_ts.errors import DamchaError
 

@@ -36,7 +36,8 @@ def register(subparsers) -> None:
         "--workers", type=int, default=1, metavar="K", help="worker processes on this machine"
     )
     add_overrides_argument(parser, "training.max_epochs=5", scope=" of the base config for every trial")
-    parser.add_argument("--horizon", type=int, help="forecast horizon (picks per-horizon sections)")
+    parser.add_argument("--horizon", "--pred-len", dest="horizon", type=int,
+                        help="forecast horizon (picks per-horizon sections)")
     parser.add_argument("--out", help="study folder (default: runs/tune/STUDY_NAME)")
     parser.add_argument("--no-test", action="store_true", help="skip testing the best config")
     parser.add_argument(

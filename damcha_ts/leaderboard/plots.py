@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from damcha_ts.files import save_figure
+
 
 def _figure(width: float, height: float):
     from matplotlib.figure import Figure
@@ -16,7 +18,7 @@ def _figure(width: float, height: float):
 
 def _save(figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110, metadata={"Software": None})
+    save_figure(figure, path, dpi=110, metadata={"Software": None})
     return path
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,7 +107,14 @@ def build_trainer(
     if settings["logger"] in (None, False):
         # Nothing to write learning rates to.
         settings["callbacks"] = [c for c in all_callbacks if not isinstance(c, LearningRateMonitor)]
-    return L.Trainer(**settings)
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    try:
+        return L.Trainer(**settings)
+    except (TypeError, ValueError, MisconfigurationException) as exc:  # devices="abc", strategy="foo", ...
+        chosen = {k: settings[k] for k in ("accelerator", "devices", "strategy", "num_nodes", "precision")}
+        raise ConfigError(f"lightning.Trainer rejected the run's arguments ({chosen}, extra {dict(kwargs)}): "
+                          f"{exc}") from exc
 
 
 @dataclass
@@ -143,13 +150,15 @@ def fit_series(
     callbacks: Sequence[L.Callback] = (),
     trainer_kwargs: Mapping[str, Any] | None = None,
     progress: bool = True,
+    on_start: Callable[[], None] | None = None,
 ) -> FitResult:
     """Train on a prepared series with early stopping, then reload the best checkpoint's weights.
 
     With ``resume=True`` training continues from ``out_dir/checkpoints/last.ckpt`` when it exists
     (weights, optimizer, scheduler, loop and callback state, and the train sampler's generator,
     see :class:`ForecastModule`), so an interrupted run ends where an uninterrupted one would.
-    ``timing`` covers the epochs run by this call.
+    ``timing`` covers the epochs run by this call. ``on_start`` is called (on every rank) once the
+    Trainer has accepted its arguments, before anything in ``out_dir`` changes.
     """
     from damcha_ts.data import ForecastDataModule
 
@@ -158,6 +167,12 @@ def fit_series(
     ckpt_path = str(last) if resume and last.is_file() else None
     if resume and ckpt_path is None:
         rank_zero_info(f"resume: no {last} yet, starting from scratch")
+    # The Trainer first: arguments it rejects must fail before anything in out_dir is touched.
+    trainer = build_trainer(
+        training, out_dir, callbacks=callbacks, progress=progress, trainer_kwargs=trainer_kwargs
+    )
+    if on_start is not None:
+        on_start()
     if ckpt_path is None and rank_zero_only.rank == 0:
         # A fresh run owns these folders: stale checkpoints would be mistaken for this run's.
         for stale in (out_dir / CHECKPOINT_DIR, out_dir / LOG_DIR):
@@ -170,9 +185,6 @@ def fit_series(
         series, batch_size=training.batch_size, num_workers=training.num_workers, seed=training.seed
     )
     module = ForecastModule(model_config, dataclasses.asdict(training), target_only=series.features == "MS")
-    trainer = build_trainer(
-        training, out_dir, callbacks=callbacks, progress=progress, trainer_kwargs=trainer_kwargs
-    )
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     if ckpt_path is not None and trainer.is_global_zero:
         _restore_log_history(out_dir / LOG_DIR)
@@ -290,12 +302,16 @@ def run_experiment(
                 f"cannot resume in {out_dir}: its config.yaml (hash {config_hash(previous)}) differs "
                 f"from this config (hash {digest}); use another --out or drop --resume"
             )
-    if rank_zero_only.rank == 0:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_atomically(saved_config, yaml.safe_dump(config, sort_keys=False))
-
+    # Data and training settings are checked before out_dir is touched: a run that cannot start
+    # leaves an earlier run's folder as it was.
     series = prepare_series(config["data"])
     training = TrainingConfig.from_dict(config["training"])
+
+    def save_config() -> None:
+        if rank_zero_only.rank == 0:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            write_atomically(saved_config, yaml.safe_dump(config, sort_keys=False))
+
     fit = fit_series(
         series,
         config["model"],
@@ -305,6 +321,7 @@ def run_experiment(
         callbacks=callbacks,
         trainer_kwargs=trainer_kwargs,
         progress=progress,
+        on_start=save_config,
     )
     from damcha_ts.models import count_parameters
 
@@ -381,4 +398,4 @@ def evaluate_test_split(fit: FitResult, series):
 def _write_table(path: Path, table: Mapping[str, list]) -> None:
     import pandas as pd
 
-    pd.DataFrame(table).to_csv(path, index=False)
+    write_atomically(path, pd.DataFrame(table).to_csv(index=False))

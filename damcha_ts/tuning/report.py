@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from damcha_ts.files import write_atomically
+from damcha_ts.files import save_figure, write_atomically
 
 if TYPE_CHECKING:
     from damcha_ts.tuning.space import SearchSpec
@@ -102,7 +102,7 @@ def _plot_history(trials, path: Path) -> None:
     if complete or pruned:
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -146,7 +146,7 @@ def _plot_intermediate(trials, best_number: int | None, path: Path) -> None:
     if labelled:
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -163,7 +163,7 @@ def _plot_importances(importances: dict[str, float], why_not: str | None, path: 
         ax.set_axis_off()
     ax.set_title("Parameter importances")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 

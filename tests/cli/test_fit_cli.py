@@ -156,6 +156,44 @@ def test_fit_errors_exit_2_and_name_the_problem(tmp_path, capsys):
     assert "--model 'itransformer'" in capsys.readouterr().err
 
 
+def test_fit_never_trains_over_an_earlier_run_unless_told(fitted_run, tmp_path, capsys):
+    """A typo in --out, bad Trainer arguments or data that cannot make a window must not cost a
+    finished run: its files stay as they were."""
+    import shutil
+
+    out, _ = fitted_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    before = {path: path.read_bytes() for path in copy.rglob("*") if path.is_file()}
+    base = ["fit", "--data", "ETTh1", "--model", "gateformer_mha", "--horizon", "24", *SHORT, "--out", str(copy)]
+    for extra, message in (
+        ([], "already holds a run (checkpoints, logs, model, metrics.json); add --resume to continue it, --overwrite"),
+        (["--overwrite", "--trainer", "foo=1"], "--trainer: foo is not a lightning.Trainer argument"),
+        (["--overwrite", "--trainer", "max_steps=["], "--trainer 'max_steps=[': the value is not valid YAML"),
+        (["--overwrite", "--strategy", "foo"], "lightning.Trainer rejected the run's arguments"),
+        (["--overwrite", "--lookback", "20000"], "one window needs at least seq_len + pred_len = 20024"),
+        (["--overwrite", "--resume"], "give one"),
+    ):
+        assert main([*base, *extra]) == 2, extra
+        assert message in capsys.readouterr().err, extra
+        assert {path: path.read_bytes() for path in copy.rglob("*") if path.is_file()} == before, extra
+    assert main([*base[:-2], "--out", str(copy / "config.yaml")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+
+
+def test_unwritable_paths_are_one_line_errors(fitted_run, tmp_path, capsys):
+    out, _ = fitted_run
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where a folder should be")
+    assert main(["predict", "--model", str(out), "--output", str(blocked / "forecast.csv")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("damcha-ts: error:") and "Traceback" not in error and str(blocked) in error
+    assert main(["fit", "--data", "ETTh1", "--model", "itransformer_mha", "--pred-len", "24", *TINY, *SHORT,
+                 "--out", str(blocked / "run")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("damcha-ts: error:") and str(blocked) in error
+
+
 def test_quickstart_reports_the_published_itransformer_figure(tmp_path, data_root, capsys):
     result = run_json(capsys, ["quickstart", "--out", str(tmp_path / "q"), *TINY, *SHORT, "--json"])
     # protocol.md §4, ETTh1 H=96: iTransformer 0.386 / 0.405.
@@ -182,7 +220,7 @@ def test_a_model_fitted_on_a_csv_reads_that_csv_back_without_repeating_its_layou
     frame.to_csv(tmp_path / "mine.csv", index=False)
     out = tmp_path / "run"
     run_json(capsys, ["fit", "--data", str(tmp_path / "mine.csv"), "--model", "itransformer_mha", "--horizon", "24",
-                      "--set", "data.time_col=when", "--set", "data.date_format='%d/%m/%Y %H:%M'", *TINY, *SHORT,
+                      "--time-col", "when", "--date-format", "%d/%m/%Y %H:%M", *TINY, *SHORT,
                       "--out", str(out), "--no-plot", "--json"])
     summary = run_json(capsys, ["predict", "--model", str(out), "--input", str(tmp_path / "mine.csv"),
                                 "--output", str(tmp_path / "forecast.csv"), "--json"])
