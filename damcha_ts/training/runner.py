@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import logging
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,12 +111,26 @@ def build_trainer(
         settings["callbacks"] = [c for c in all_callbacks if not isinstance(c, LearningRateMonitor)]
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
+    _quiet_lightning_noise()
     try:
         return L.Trainer(**settings)
     except (TypeError, ValueError, MisconfigurationException) as exc:  # devices="abc", strategy="foo", ...
         chosen = {k: settings[k] for k in ("accelerator", "devices", "strategy", "num_nodes", "precision")}
         raise ConfigError(f"lightning.Trainer rejected the run's arguments ({chosen}, extra {dict(kwargs)}): "
                           f"{exc}") from exc
+
+
+def _drop_lightning_tips(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("\U0001f4a1 Tip:")  # adverts for Lightning's cloud services
+
+
+def _quiet_lightning_noise() -> None:
+    """Keep every run's log to what matters: Lightning prints a cloud-service tip with each Trainer,
+    and with torch >= 2.10 a deprecation warning about its own use of torch's pytree API."""
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if _drop_lightning_tips not in logger.filters:
+        logger.addFilter(_drop_lightning_tips)
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
 
 
 @dataclass

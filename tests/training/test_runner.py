@@ -250,3 +250,17 @@ def test_long_epochs_also_log_each_quarter(tmp_path, tiny_config, quiet, capsys)
     lines = [line for line in capsys.readouterr().err.splitlines() if " % of " in line]
     assert [line.split()[2] for line in lines] == ["25", "50", "75"]
     assert all(line.startswith("epoch 1/1") and "of 8 batches" in line for line in lines)
+
+
+def test_a_trainer_logs_no_cloud_service_tips(tmp_path, caplog):
+    """Lightning advertises LitLogger with every Trainer; run logs keep to what matters."""
+    import logging
+
+    from damcha_ts.training.config import TrainingConfig
+    from damcha_ts.training.runner import build_trainer
+
+    with caplog.at_level(logging.INFO, logger="lightning.pytorch.utilities.rank_zero"):
+        build_trainer(TrainingConfig(), tmp_path, progress=False)
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("GPU available" in message for message in messages)  # Lightning's own lines still show
+    assert not any("Tip:" in message for message in messages)
