@@ -189,7 +189,8 @@ def _metric_tables(
             cells = [_model_cell(data, m, row_key, horizons, metric, expected_seeds.get(m, 0)) for m in models]
             cells += [_published_cell(published, data.dataset, m, row_key, metric, avg_comparable) for m in pub_models]
             label = "Avg" if row_key == "avg" else str(row_key)
-            body.append([label, *_bold_best(cells)])
+            # Bold needs something to beat: a lone column (one ablation row) stays plain.
+            body.append([label, *(_bold_best(cells) if len(cells) > 1 else [text for text, _ in cells])])
         lines += [f"**{metric.upper()}**", "", *_table(header, body), ""]
     return lines
 
@@ -549,7 +550,8 @@ def build_report(
             lines += [f"Data: {unavailable[dataset]}", ""]
         lines += _metric_tables(data, main, horizons, published, expected_seeds, with_published=True)
         if ablations:
-            lines += ["Ablation rows (same protocol; labels from the grid file):", ""]
+            lines += ["Ablation rows (same protocol; labels from the grid file; bold: the best of these columns, "
+                      "when there are two or more; the main models are in the table above):", ""]
             lines += _metric_tables(data, ablations, horizons, published, expected_seeds, with_published=False)
         lines += _training_table(data, [*main, *ablations])
         lines += _missing_lines(dataset, expected, results.get(dataset))
