@@ -209,7 +209,6 @@ class SearchSpec:
                         f"the value {value!r} (got {kept!r}), so searching it would change nothing"
                     )
 
-
     def _check_conditions(self, resolve: Callable[[Mapping[str, Any]], dict]) -> None:
         """Every ``when`` must be able to hold: a condition on a mistyped key, or on a value of the
         wrong type (``"true"`` for a boolean), would otherwise switch its parameter off silently.

@@ -59,7 +59,8 @@ class StudyResult:
     best_trial: int | None
     best_config: str | None = None
     report: str | None = None
-    n_added: int = 0  # COMPLETE + PRUNED trials this launch added (n_trials unless workers failed)
+    # COMPLETE + PRUNED trials added while this launch ran (other machines on a shared study count too)
+    n_added: int = 0
     tuned: dict | None = None  # the best config retrained: val_mse, test mse/mae, ...
     default: dict | None = None  # the base config, trained the same way (--compare-default)
     worker_exit_codes: list[int] = field(default_factory=list)
