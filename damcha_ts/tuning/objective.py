@@ -110,6 +110,8 @@ class TrialObjective:
         out_dir: the study folder; each trial trains in ``trials/trial_NNNNN``.
         trainer_kwargs: extra ``L.Trainer`` arguments, over the search file's ``trainer``.
         worker: a label stored on each trial (host:pid), to see which worker ran it.
+        launch_token: the launch's token (see ``damcha_ts.tuning.study.worker_seed``), stored on
+            each trial, so a trial's launch and a launch's trials can be told.
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class TrialObjective:
         *,
         trainer_kwargs: Mapping | None = None,
         worker: str | None = None,
+        launch_token: int | None = None,
     ) -> None:
         self.base = base
         self.base_config = base.resolve()  # read by the search's ``when`` conditions
@@ -127,6 +130,7 @@ class TrialObjective:
         self.out_dir = Path(out_dir)
         self.trainer_kwargs = {**search.trainer_kwargs, **(trainer_kwargs or {})}
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}"
+        self.launch_token = launch_token
 
     def __call__(self, trial) -> float:
         import optuna
@@ -136,6 +140,8 @@ class TrialObjective:
         config = self.base.resolve(self.search.sample(trial, self.base_config, self.base.resolve))
         trial.set_user_attr("config", jsonable(config))
         trial.set_user_attr("worker", self.worker)
+        if self.launch_token is not None:
+            trial.set_user_attr("launch_token", self.launch_token)
 
         pruning = make_pruning_callback(trial)
         run_dir = trial_dir(self.out_dir, trial.number)

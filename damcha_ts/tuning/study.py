@@ -59,8 +59,7 @@ class StudyResult:
     best_trial: int | None
     best_config: str | None = None
     report: str | None = None
-    # COMPLETE + PRUNED trials added while this launch ran (other machines on a shared study count too)
-    n_added: int = 0
+    n_added: int = 0  # COMPLETE + PRUNED trials this launch's workers added
     tuned: dict | None = None  # the best config retrained: val_mse, test mse/mae, ...
     default: dict | None = None  # the base config, trained the same way (--compare-default)
     worker_exit_codes: list[int] = field(default_factory=list)
@@ -186,7 +185,8 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
     from damcha_ts.tuning.objective import BaseConfig, TrialObjective
 
     base = BaseConfig(spec["config"]["source"], spec["config"]["horizon"], tuple(spec["config"]["overrides"]))
-    objective = TrialObjective(base, search, spec["out_dir"], trainer_kwargs=spec.get("trainer_kwargs"))
+    objective = TrialObjective(base, search, spec["out_dir"], trainer_kwargs=spec.get("trainer_kwargs"),
+                               launch_token=spec["launch_token"])
     claims = TrialClaims(spec["claims"])
     states = []
     finished = failed = 0
@@ -436,7 +436,6 @@ def run_study(
         "n_trials": n_trials,
         "claims": str(out_dir / WORKERS_DIR / f"claims_{launch:05d}_{os.getpid()}.json"),
     }
-    finished_before = _finished(study)
     TrialClaims(worker_spec["claims"], n_trials)
     log(f"study {name!r} in {display_url(url)}: {launch} trials so far, adding {n_trials}")
     # The study's own history: a resumed study's report lists every launch that fed it, with the
@@ -460,7 +459,7 @@ def run_study(
 
     result = summarize(study, spec, url, out_dir)
     result.worker_exit_codes = exit_codes
-    result.n_added = _finished(study) - finished_before
+    result.n_added = _finished(study, worker_spec["launch_token"])
     if result.best_trial is not None:
         from damcha_ts.tuning.report import export_best_config
 
@@ -490,11 +489,13 @@ def run_study(
 INVOCATIONS_ATTR = "invocations"
 
 
-def _finished(study) -> int:
-    """COMPLETE + PRUNED trials: the ones a launch's ``n_trials`` counts."""
+def _finished(study, launch_token: int) -> int:
+    """The launch's COMPLETE + PRUNED trials (what its ``n_trials`` counts); other launches' and
+    other machines' trials in a shared study are not its own."""
     from optuna.trial import TrialState
 
-    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+    finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    return sum(t.user_attrs.get("launch_token") == launch_token for t in finished)
 
 
 def summarize(study, search: SearchSpec, url: str, out_dir: Path) -> StudyResult:

@@ -200,9 +200,11 @@ def test_two_worker_processes_complete_exactly_n_trials_together(study_files, tm
         evaluate_test=False,
     )
 
-    assert result.worker_exit_codes == [0, 0]
+    assert result.worker_exit_codes == [0, 0] and result.n_added == 4
     trials = load_trials(f"sqlite:///{tmp_path / 'out' / 'study.db'}", "pair")
     assert len(trials) == 4 and all(t.state in FINISHED for t in trials)
+    (launch,) = optuna.load_study(study_name="pair", storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}").user_attrs["invocations"]
+    assert {t.user_attrs["launch_token"] for t in trials} == {launch["launch_token"]}  # each trial names its launch
     per_worker = Counter(t.user_attrs["worker"] for t in trials)
     # Which worker ran how many is first come, first served (TrialClaims); together they ran exactly 4.
     assert sum(per_worker.values()) == 4
