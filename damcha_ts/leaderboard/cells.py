@@ -141,24 +141,18 @@ def checkpointed_epochs(run_dir: Path | None) -> int:
 
 
 def _drop_unreadable_checkpoint(run_dir: Path) -> None:
-    """A kill while Lightning writes ``last.ckpt`` can leave it truncated; resuming from it would fail
-    forever, so such a file is removed and the cell starts afresh."""
-    import torch
-
+    """A cell whose checkpoints cannot be resumed from (neither ``last.ckpt`` nor the ``best.ckpt``
+    a resume falls back to reads) would fail forever, so its ``last.ckpt`` is removed and the cell
+    starts afresh; a leaderboard cell is the project's own run, so this loses nothing of the user's."""
+    from damcha_ts.training.checkpoints import BEST, LAST, checkpoint_problem
     from damcha_ts.training.runner import CHECKPOINT_DIR
 
-    last = run_dir / CHECKPOINT_DIR / "last.ckpt"
-    if not last.is_file():
+    last, best = run_dir / CHECKPOINT_DIR / LAST, run_dir / CHECKPOINT_DIR / BEST
+    problem = checkpoint_problem(last) if last.is_file() else None
+    if problem is None or (best.is_file() and checkpoint_problem(best) is None):
         return
-    import pickle
-
-    try:
-        torch.load(last, map_location="cpu", weights_only=True)
-    # What a cut-off or corrupt file raises; not OSError or MemoryError, which may pass and must not
-    # cost a good resume point.
-    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as exc:
-        print(f"{run_dir}: {last.name} is unreadable ({exc}); the cell starts afresh", file=sys.stderr)
-        last.unlink()
+    print(f"{run_dir}: {last.name}: {problem}; the cell starts afresh", file=sys.stderr)
+    last.unlink()
 
 
 class CellBusy(Exception):

@@ -57,20 +57,17 @@ def build_trainer(
     ``trainer_kwargs`` go to ``L.Trainer`` last, so they win (``devices``, ``strategy``,
     ``num_nodes``, ``limit_train_batches``, ...). Their ``callbacks`` are added to ours.
     """
-    from lightning.pytorch.callbacks import (
-        EarlyStopping,
-        LearningRateMonitor,
-        ModelCheckpoint,
-        TQDMProgressBar,
-    )
+    from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, TQDMProgressBar
     from lightning.pytorch.loggers import CSVLogger
+
+    from damcha_ts.training.checkpoints import FolderCheckpoint
 
     kwargs = dict(trainer_kwargs or {})
     extra_callbacks = list(kwargs.pop("callbacks", []) or [])
     accelerator = kwargs.get("accelerator", training.accelerator)
     all_callbacks = [
         EarlyStopping(monitor="val_loss", mode="min", patience=training.patience),
-        ModelCheckpoint(  # first, so that it is trainer.checkpoint_callback
+        FolderCheckpoint(  # first, so that it is trainer.checkpoint_callback
             dirpath=out_dir / CHECKPOINT_DIR,
             filename="best",
             monitor="val_loss",
@@ -80,7 +77,7 @@ def build_trainer(
         ),
         # last.ckpt after every epoch. Lightning's save_last=True writes it only in epochs that also
         # write a best checkpoint, so a resume would redo every epoch since the best one.
-        ModelCheckpoint(dirpath=out_dir / CHECKPOINT_DIR, filename="last", save_top_k=1, enable_version_counter=False),
+        FolderCheckpoint(dirpath=out_dir / CHECKPOINT_DIR, filename="last", save_top_k=1, enable_version_counter=False),
         LearningRateMonitor(logging_interval="epoch"),
         EpochTimer(),
         *callbacks,
@@ -104,6 +101,7 @@ def build_trainer(
         "enable_progress_bar": progress,
         "enable_model_summary": progress,
         "callbacks": all_callbacks,
+        "plugins": _with_atomic_checkpoints(kwargs.pop("plugins", None)),
     }
     settings.update(kwargs)
     if settings["logger"] in (None, False):
@@ -118,6 +116,17 @@ def build_trainer(
         chosen = {k: settings[k] for k in ("accelerator", "devices", "strategy", "num_nodes", "precision")}
         raise ConfigError(f"lightning.Trainer rejected the run's arguments ({chosen}, extra {dict(kwargs)}): "
                           f"{exc}") from exc
+
+
+def _with_atomic_checkpoints(plugins) -> list:
+    """The caller's Trainer plugins, plus atomic checkpoint writes (temporary name, fsync, rename:
+    a kill or a full disk never leaves half a checkpoint) unless they bring a CheckpointIO of their own."""
+    from lightning.fabric.plugins import CheckpointIO
+
+    from damcha_ts.training.checkpoints import AtomicCheckpointIO
+
+    given = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    return given if any(isinstance(p, CheckpointIO) for p in given) else [AtomicCheckpointIO(), *given]
 
 
 def _drop_lightning_tips(record: logging.LogRecord) -> bool:
@@ -178,11 +187,14 @@ def fit_series(
     """
     from damcha_ts.data import ForecastDataModule
 
+    from damcha_ts.training.checkpoints import resume_point
+
     out_dir = Path(out_dir)
-    last = out_dir / CHECKPOINT_DIR / "last.ckpt"
-    ckpt_path = str(last) if resume and last.is_file() else None
+    # Checked before anything starts: an unreadable last.ckpt falls back to best.ckpt or is refused.
+    start = resume_point(out_dir / CHECKPOINT_DIR) if resume else None
+    ckpt_path = str(start) if start is not None else None
     if resume and ckpt_path is None:
-        rank_zero_info(f"resume: no {last} yet, starting from scratch")
+        rank_zero_info(f"resume: no {out_dir / CHECKPOINT_DIR / 'last.ckpt'} yet, starting from scratch")
     # The Trainer first: arguments it rejects must fail before anything in out_dir is touched.
     trainer = build_trainer(
         training, out_dir, callbacks=callbacks, progress=progress, trainer_kwargs=trainer_kwargs

@@ -474,7 +474,7 @@ def test_a_checkpoint_cut_off_mid_write_is_dropped_and_an_intact_one_kept(tmp_pa
     intact, cut = tmp_path / "intact", tmp_path / "cut"
     for run_dir in (intact, cut):
         (run_dir / "checkpoints").mkdir(parents=True)
-        torch.save({"epoch": 2, "state_dict": {"w": torch.randn(256, 256)}}, run_dir / "checkpoints" / "last.ckpt")
+        torch.save({"epoch": 2, "state_dict": {"w": torch.randn(256, 256)}, "callbacks": {}}, run_dir / "checkpoints" / "last.ckpt")
     data = (cut / "checkpoints" / "last.ckpt").read_bytes()
     (cut / "checkpoints" / "last.ckpt").write_bytes(data[: len(data) // 2])  # a kill mid-write
     assert checkpointed_epochs(intact) == 3 and checkpointed_epochs(cut) == 0
