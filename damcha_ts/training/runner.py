@@ -21,6 +21,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_info, rank_zero_only
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically
 from damcha_ts.training.callbacks import EpochLog, EpochTimer
+from damcha_ts.training.checkpoints import resume_point
 from damcha_ts.training.config import TrainingConfig, config_hash, load_run_config
 from damcha_ts.training.evaluation import (
     breakdowns,
@@ -181,13 +182,12 @@ def fit_series(
 
     With ``resume=True`` training continues from ``out_dir/checkpoints/last.ckpt`` when it exists
     (weights, optimizer, scheduler, loop and callback state, and the train sampler's generator,
-    see :class:`ForecastModule`), so an interrupted run ends where an uninterrupted one would.
+    see :class:`ForecastModule`), so an interrupted run ends where an uninterrupted one would; an
+    unreadable ``last.ckpt`` falls back to ``best.ckpt`` or is refused (:func:`resume_point`).
     ``timing`` covers the epochs run by this call. ``on_start`` is called (on every rank) once the
     Trainer has accepted its arguments, before anything in ``out_dir`` changes.
     """
     from damcha_ts.data import ForecastDataModule
-
-    from damcha_ts.training.checkpoints import resume_point
 
     out_dir = Path(out_dir)
     # Checked before anything starts: an unreadable last.ckpt falls back to best.ckpt or is refused.
