@@ -1,13 +1,16 @@
 """``damcha-ts leaderboard --config configs/leaderboard/NAME.yaml``: run a grid, then rewrite the report.
 
 Runs every cell of the grid that has no row in the results CSV yet (``--max-cells N`` stops after N,
-so a background job can run the grid in pieces), then regenerates ``LEADERBOARD.md`` and its plots
-next to the CSV. ``--config`` may be repeated (grids run in order, then one report covers them all;
-the report also lists the missing cells of every grid named in the CSV). ``--report-only`` skips the
-runs. Progress goes to stderr; with ``--json`` stdout holds exactly one JSON object (what ran, what
-failed, which dataset files are missing).
-Exit status: 0 when no cell failed (cells of missing datasets are skipped, not failed) and the report
-was regenerated, 1 otherwise (a report that fails after cells ran still leaves their rows and the summary).
+so a background job can run the grid in pieces), then, when a cell finished, regenerates
+``LEADERBOARD.md`` and its plots next to the CSV; a run that trains nothing changes no file.
+``--config`` may be repeated (grids run in order). The report covers every grid ever run or reported
+into that results folder (listed in ``report_grids.yaml`` beside the CSV) and every grid named in the
+CSV, so a run over one grid keeps the other grids' sections. ``--report-only`` skips the runs and
+regenerates the report. Progress goes to stderr; with ``--json`` stdout holds exactly one JSON object
+(what ran, what failed, which dataset files are missing or corrupt).
+Exit status: 0 when no cell failed (cells of missing datasets are skipped, not failed), 1 when a cell
+failed, a dataset file fails its checksum, or the report could not be regenerated (the rows of the
+cells that ran are kept, and so is the summary).
 """
 
 from __future__ import annotations
@@ -72,16 +75,24 @@ def _display(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _report_grids(grids: list, rows) -> list:
-    """The grids given plus every grid named in the CSV's ``grid`` column (for missing notes)."""
+def _report_grids(grids: list, rows, results: Path) -> list:
+    """The grids the report covers: those given, those ``report_grids.yaml`` lists, and every grid
+    named in the CSV's ``grid`` column (for missing notes)."""
     from damcha_ts.leaderboard.grid import load_grid
+    from damcha_ts.leaderboard.report import REPORT_GRIDS_NAME, read_report_grids
 
     found = {grid.path: grid for grid in grids}
     root = grids[0].project_root
-    for name in dict.fromkeys(row["grid"] for row in rows if row["grid"]):
+    listed = read_report_grids(results)
+    for name in dict.fromkeys([*listed, *(row["grid"] for row in rows if row["grid"])]):
         path = (Path(name) if Path(name).is_absolute() else root / name).resolve()
-        if path not in found and path.is_file():
+        if path in found:
+            continue
+        if path.is_file():
             found[path] = load_grid(path)
+        elif name in listed:
+            print(f"damcha-ts: {results.parent / REPORT_GRIDS_NAME} lists {name}, which is not a file; "
+                  "its cells are left out of the report", file=sys.stderr)
     return list(found.values())
 
 
@@ -95,11 +106,12 @@ def _merge(summaries: list, grids: list, results: Path) -> dict:
         "failed": [],
         "busy": [],
         "missing_datasets": [],
+        "corrupt_datasets": [],
         "remaining": 0,
     }
     for summary in summaries:
         for key, value in summary.as_dict().items():
-            if key in ("planned", "already_finished", "remaining", "ran", "failed", "busy", "missing_datasets"):
+            if key in merged and key not in ("grids", "results"):
                 merged[key] += value  # counts add up, lists concatenate
     return merged
 
@@ -107,9 +119,7 @@ def _merge(summaries: list, grids: list, results: Path) -> dict:
 def run(args: argparse.Namespace) -> int:
     from damcha_ts.errors import ConfigError
     from damcha_ts.leaderboard.grid import load_grid
-    from damcha_ts.leaderboard.report import write_report
-    from damcha_ts.leaderboard.results import read_results
-    from damcha_ts.leaderboard.runner import expected_cells, run_leaderboard
+    from damcha_ts.leaderboard.runner import run_leaderboard
 
     if args.max_cells is not None and args.max_cells < 0:
         raise ConfigError(f"--max-cells must be >= 0, got {args.max_cells}")
@@ -144,21 +154,24 @@ def run(args: argparse.Namespace) -> int:
         summaries.append(summary)
         if budget is not None:
             budget = max(0, budget - len(summary.ran) - len(summary.failed))
-    report_error = None
-    try:
-        rows = read_results(results)
-        expected = [cell for g in _report_grids(grids, rows) for cell in expected_cells(g, runs_dir, rows)]
-        report = write_report(results, results.parent / REPORT_NAME, expected=expected,
-                              results_name=_display(results, root), unavailable=_unavailable(expected))
-    except Exception as exc:
-        if not summaries:  # --report-only: the report is the whole job, so its error is the command's
-            raise
-        # Cells ran and their rows are saved: say what ran, then how the report failed.
-        report, report_error = None, f"{type(exc).__name__}: {exc}"
-        print(f"damcha-ts: the report was not regenerated ({report_error}); the rows are saved in {results}. "
-              "Fix the cause and rerun with --report-only.", file=sys.stderr)
-
     outcome = _merge(summaries, grids, results)
+    report, report_error = None, None
+    if args.report_only or args.merge or outcome["ran"]:
+        try:
+            report = _regenerate_report(grids, results, runs_dir, root)
+        except Exception as exc:
+            if not summaries:  # --report-only: the report is the whole job, so its error is the command's
+                raise
+            # Cells ran and their rows are saved: say what ran, then how the report failed.
+            report_error = f"{type(exc).__name__}: {exc}"
+            print(f"damcha-ts: the report was not regenerated ({report_error}); the rows are saved in {results}. "
+                  "Fix the cause and rerun with --report-only.", file=sys.stderr)
+    else:
+        # Nothing new to show: the committed report, plots and curves stay byte for byte as they are.
+        outcome["report_unchanged"] = str(results.parent / REPORT_NAME)
+        ended = "no cell finished" if outcome["failed"] or outcome["corrupt_datasets"] else "nothing to run"
+        print(f"{ended}; report left as it is "
+              f"({outcome['report_unchanged']}; --report-only regenerates it)", file=sys.stderr)
     outcome["report"] = None if report is None else str(report)
     if report_error:
         outcome["report_error"] = report_error
@@ -171,10 +184,30 @@ def run(args: argparse.Namespace) -> int:
                 f"{outcome['already_finished']}, still to run {outcome['remaining']}"
                 + "".join(f"; {m['dataset']}: {m['filename']} missing ({m['cells']} cells skipped)"
                           for m in outcome["missing_datasets"])
+                + "".join(f"; {c['dataset']}: {c['filename']} CORRUPT ({c['cells']} cells not run)"
+                          for c in outcome["corrupt_datasets"])
             )
         if report is not None:
             print(f"report: {report}")
-    return 1 if outcome["failed"] or report_error else 0
+    return 1 if outcome["failed"] or outcome["corrupt_datasets"] or report_error else 0
+
+
+def _regenerate_report(grids: list, results: Path, runs_dir: Path, root: Path) -> Path:
+    """LEADERBOARD.md and its plots beside the CSV, over every grid the report covers; those grids
+    are recorded in report_grids.yaml so that the next run over any one of them keeps the others."""
+    from damcha_ts.leaderboard.report import record_report_grids, write_report
+    from damcha_ts.leaderboard.results import read_results
+    from damcha_ts.leaderboard.runner import expected_cells, keep_missing_curves
+
+    covered = _report_grids(grids, read_results(results), results)
+    for grid in covered:
+        keep_missing_curves(grid, results, runs_dir)
+    rows = read_results(results)
+    expected = [cell for grid in covered for cell in expected_cells(grid, runs_dir, rows)]
+    report = write_report(results, results.parent / REPORT_NAME, expected=expected,
+                          results_name=_display(results, root), unavailable=_unavailable(expected))
+    record_report_grids(results, [grid.relative_path for grid in covered])
+    return report
 
 
 def _unavailable(expected: list) -> dict[str, str]:
@@ -186,10 +219,11 @@ def _unavailable(expected: list) -> dict[str, str]:
     for dataset in dict.fromkeys(cell.dataset for cell in expected):
         try:
             locate_dataset(dataset, download=False)
-        except (DatasetNotFoundError, ChecksumError):
+        except (DatasetNotFoundError, ChecksumError) as exc:
             spec = get_spec(dataset)
+            problem = "failed its checksum" if isinstance(exc, ChecksumError) else "was not found"
             notes[dataset] = (
-                f"`{spec.filename}` was not found when this report was written, so these cells cannot run "
+                f"`{spec.filename}` {problem} when this report was written, so these cells cannot run "
                 f"here. Put it in a folder named by `DAMCHA_TS_DATA` (or pass `--data-dir`) and run the "
                 f"command above; expected sha256 of the CSV: `{spec.sha256}`."
             )

@@ -42,6 +42,13 @@ ETT_DATASETS = ("ETTh1", "ETTh2", "ETTm1", "ETTm2")
 DATASET_ORDER = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "Weather", "Traffic", "Electricity", "Exchange")
 METRICS = ("mse", "mae")
 FINDINGS_NAME = "FINDINGS.md"  # optional hand-written notes next to the CSV, included verbatim
+# Beside the CSV: every grid the report covers, so a run over one grid keeps the others' sections
+# (a grid whose dataset file is not redistributed has no row that would name it).
+REPORT_GRIDS_NAME = "report_grids.yaml"
+_REPORT_GRIDS_HEADER = (
+    "# The grids LEADERBOARD.md covers (paths from the project root), kept by `damcha-ts leaderboard`:\n"
+    "# a run over one grid adds it here and keeps every other grid's section in the report.\n"
+)
 
 
 @dataclass(frozen=True)
@@ -696,3 +703,37 @@ def write_report(
                         findings=findings, unavailable=unavailable)
     report_path.parent.mkdir(parents=True, exist_ok=True)
     return write_atomically(report_path, text)
+
+
+def read_report_grids(results_path: str | Path) -> list[str]:
+    """The grid files the report beside ``results_path`` covers (``report_grids.yaml``; none if absent)."""
+    import yaml
+
+    from damcha_ts.errors import ConfigError
+
+    path = Path(results_path).parent / REPORT_GRIDS_NAME
+    if not path.is_file():
+        return []
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    grids = data.get("grids") if isinstance(data, dict) else None
+    if not isinstance(grids, list) or not all(isinstance(name, str) for name in grids):
+        raise ConfigError(f"{path}: expected 'grids:' with a list of grid files, got {data!r}")
+    return grids
+
+
+def record_report_grids(results_path: str | Path, names: Sequence[str]) -> bool:
+    """Add ``names`` to ``report_grids.yaml`` (written atomically, and only when the list grows)."""
+    import yaml
+
+    from damcha_ts.files import write_atomically
+
+    known = read_report_grids(results_path)
+    grids = [*known, *(name for name in dict.fromkeys(names) if name not in known)]
+    if grids == known:
+        return False
+    text = _REPORT_GRIDS_HEADER + yaml.safe_dump({"grids": grids}, sort_keys=False)
+    write_atomically(Path(results_path).parent / REPORT_GRIDS_NAME, text)
+    return True

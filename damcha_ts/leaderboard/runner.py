@@ -4,7 +4,8 @@ Resumption: a cell whose (dataset, model, horizon, seed, config hash) already ha
 results CSV is skipped. A cell interrupted mid-training resumes from its run directory's last
 checkpoint. Rows are appended atomically (``results.append_result``), so a crash or kill loses at
 most the cells in progress. Each finished cell's per-epoch losses go to ``curves.json`` beside the CSV
-(``curves.py``); cells finished before that get theirs on the next run if their run folder is there.
+(``curves.py``); cells finished before that get theirs when the report is next regenerated, if their
+run folder is there (``keep_missing_curves``).
 Several runners may share one CSV with overlapping grids: a cell's run folder is locked while it
 trains, so another runner skips that cell ("busy"), and a row already in the CSV is never appended
 twice. Cells that failed on an earlier run go after the others.
@@ -16,7 +17,9 @@ core (or ``OMP_NUM_THREADS`` threads when that is set), or with ``cpu_jobs=N`` i
 that split the cores, through the same queue.
 
 Missing dataset files (Traffic and Electricity are not redistributed here) are reported with the
-file name, where to put it and its sha256; their cells are skipped, the rest of the grid runs.
+file name, where to put it and its sha256; their cells are skipped, the rest of the grid runs. A file
+that is there but fails its checksum is an error, not a missing file: its cells are not run either,
+the summary lists it under ``corrupt_datasets`` with both digests, and the command exits non-zero.
 """
 
 from __future__ import annotations
@@ -64,6 +67,14 @@ class MissingDataset:
 
 
 @dataclass
+class CorruptDataset:
+    dataset: str
+    filename: str
+    cells: int
+    message: str  # names the file, the expected and the actual sha256
+
+
+@dataclass
 class LeaderboardRun:
     """What one invocation did (the CLI prints it, ``--json`` as JSON)."""
 
@@ -75,6 +86,7 @@ class LeaderboardRun:
     failed: list[dict] = field(default_factory=list)  # {"cell": ..., "error": ...}
     busy: list[str] = field(default_factory=list)  # cells another runner was running: skipped
     missing_datasets: list[MissingDataset] = field(default_factory=list)
+    corrupt_datasets: list[CorruptDataset] = field(default_factory=list)  # an error: the command fails
     remaining: int = 0  # runnable cells still without a row (e.g. after --max-cells)
 
     def as_dict(self) -> dict:
@@ -88,29 +100,49 @@ class LeaderboardRun:
             "failed": self.failed,
             "busy": self.busy,
             "missing_datasets": [vars(m) for m in self.missing_datasets],
+            "corrupt_datasets": [vars(c) for c in self.corrupt_datasets],
             "remaining": self.remaining,
         }
 
 
 def missing_dataset_message(dataset: str, error: Exception, n_cells: int) -> MissingDataset:
-    """A message that says which file is missing (or corrupt) and exactly how to provide it."""
+    """A message that says which file is missing and exactly how to provide it."""
     from damcha_ts.data import get_spec
 
     spec = get_spec(dataset)
-    problem = "does not match the registry's checksum" if isinstance(error, ChecksumError) else "is missing"
+    message = (
+        f"{dataset}: the data file {spec.filename} is missing, so its {n_cells} leaderboard cell(s) are "
+        f"skipped (nothing is estimated for them).\n{_how_to_provide(spec)}\n  Details: {error}"
+    )
+    return MissingDataset(dataset, spec.filename, spec.sha256, n_cells, message)
+
+
+def corrupt_dataset_message(dataset: str, error: Exception, n_cells: int) -> CorruptDataset:
+    """A file that is there but fails its checksum: which one, both digests (in ``error``), what to do."""
+    from damcha_ts.data import get_spec
+
+    spec = get_spec(dataset)
+    # locate_dataset's error lists every place it searched, then the rejected files with both
+    # digests: those are what matter here.
+    details = str(error).rpartition("Files rejected for a wrong checksum:")[2].strip()
+    message = (
+        f"{dataset}: the data file {spec.filename} is corrupt (it fails its checksum), so "
+        f"its {n_cells} leaderboard cell(s) were not run; replace it with the canonical file.\n"
+        f"  {details}\n{_how_to_provide(spec)}"
+    )
+    return CorruptDataset(dataset, spec.filename, n_cells, message)
+
+
+def _how_to_provide(spec) -> str:
     checksum = (f"sha256 of the uncompressed CSV: {spec.sha256} (from the damcha_ts registry)"
                 if spec.sha256 else "the registry records no sha256 for it")
-    message = (
-        f"{dataset}: the data file {spec.filename} {problem}, so its {n_cells} leaderboard cell(s) are "
-        f"skipped (nothing is estimated for them).\n"
+    return (
         f"  Provide it: put {spec.filename} (or {spec.filename}.gz) in a folder and set "
         f"DAMCHA_TS_DATA=/that/folder, or pass --data-dir /that/folder; then rerun the same command "
         f"(finished cells are kept).\n"
         f"  Expected: {spec.n_rows} rows x {spec.n_variates} variates (+ date), {checksum}.\n"
-        f"  Source: {', '.join(spec.urls)}\n"
-        f"  Details: {error}"
+        f"  Source: {', '.join(spec.urls)}"
     )
-    return MissingDataset(dataset, spec.filename, spec.sha256, n_cells, message)
 
 
 def expected_cells(grid: LeaderboardGrid, runs_dir: str | Path, rows: Sequence[dict] = ()) -> list:
@@ -143,9 +175,20 @@ def _keep_sample(resolved: ResolvedCell, grid: LeaderboardGrid, results_path: Pa
         write_atomically(target, source.read_bytes())  # a committed file: never half-written
 
 
-def _keep_curves(results_path: Path, finished: Sequence[tuple[dict, ResolvedCell]]) -> None:
+def keep_missing_curves(grid: LeaderboardGrid, results_path: str | Path, runs_dir: str | Path) -> int:
+    """Cells with a row but no curve (finished before curves were kept, or on another machine): take
+    their curves from their run folders where those are here; returns how many were added."""
+    results_path = Path(results_path)
+    finished = {cell_key(row): row for row in read_results(results_path)}
+    have_curves = {cell_key(item) for item in load_curves(results_path)}
+    resolved = [resolve_cell(cell, grid, Path(runs_dir)) for cell in grid.cells()]
+    wanted = [(finished[r.key], r) for r in resolved if r.key in finished and r.key not in have_curves]
+    return _keep_curves(results_path, wanted)
+
+
+def _keep_curves(results_path: Path, finished: Sequence[tuple[dict, ResolvedCell]]) -> int:
     """Copy finished cells' per-epoch curves out of their run folders into curves.json."""
-    record_curves(results_path, [(row, read_run_curves(item.run_dir)) for row, item in finished if item.run_dir])
+    return record_curves(results_path, [(row, read_run_curves(item.run_dir)) for row, item in finished if item.run_dir])
 
 
 def run_leaderboard(
@@ -178,17 +221,18 @@ def run_leaderboard(
     summary.already_finished = len(resolved) - len(pending)
     # Only datasets with cells left to run need their file (a finished grid reruns anywhere).
     for dataset in dict.fromkeys(r.cell.dataset for r in pending):
+        n_cells = sum(r.cell.dataset == dataset for r in pending)
         try:
             locate_dataset(dataset, download=download)
-        except (DatasetNotFoundError, ChecksumError) as exc:
-            missing = missing_dataset_message(dataset, exc, sum(r.cell.dataset == dataset for r in pending))
-            summary.missing_datasets.append(missing)
-            log(missing.message)
-            pending = [r for r in pending if r.cell.dataset != dataset]
-    # Cells finished before curves were kept (or on another machine): take their curves if the run
-    # folder is here.
-    have_curves = {cell_key(item) for item in load_curves(results_path)}
-    _keep_curves(results_path, [(finished[r.key], r) for r in resolved if r.key in finished and r.key not in have_curves])
+        except DatasetNotFoundError as exc:
+            summary.missing_datasets.append(missing_dataset_message(dataset, exc, n_cells))
+            log(summary.missing_datasets[-1].message)
+        except ChecksumError as exc:
+            summary.corrupt_datasets.append(corrupt_dataset_message(dataset, exc, n_cells))
+            log(f"damcha-ts: error: {summary.corrupt_datasets[-1].message}")
+        else:
+            continue
+        pending = [r for r in pending if r.cell.dataset != dataset]
     # Cells that failed last time go last, so that with --max-cells a cell that keeps failing cannot
     # hold back the rest of the grid (they are still retried once nothing else is left).
     pending.sort(key=lambda item: _failed_before(item))
@@ -251,9 +295,9 @@ def run_leaderboard(
             else:
                 record(index, item, row, None)
     # Still to run: what has no row yet (failed cells and those another runner holds included),
-    # leaving out the cells of missing dataset files.
+    # leaving out the cells of missing or corrupt dataset files.
     summary.remaining = len(resolved) - summary.already_finished - len(summary.ran) - sum(
-        m.cells for m in summary.missing_datasets)
+        item.cells for item in [*summary.missing_datasets, *summary.corrupt_datasets])
     return summary
 
 

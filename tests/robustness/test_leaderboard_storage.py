@@ -1,0 +1,215 @@
+"""The leaderboard's committed report and data files, and Optuna storage URLs.
+
+Matrix rows: what the user runs → what ``damcha-ts leaderboard`` / ``damcha-ts tune`` says, and what
+must hold afterwards: a run over one grid keeps the other grids' sections, a run that trains nothing
+changes no file, a data file that fails its checksum is an error (both digests named) while a missing
+one is skipped, and no credential of a ``--storage`` URL is ever shown or written. Every leaderboard
+case writes into its own results folder (``--results``), never into benchmarks/results.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from matrix import Case, check_case, run_cli
+from damcha_ts.data import get_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+GRIDS = ROOT / "configs" / "leaderboard"
+SMOKE, TRAFFIC = GRIDS / "smoke.yaml", GRIDS / "traffic.yaml"
+SECRET = "s3cr3tPW"  # in every storage URL below: it must appear in no output and no file
+
+# A "corrupted ETTh1.csv.gz": a real gzip whose CSV is not the benchmark's.
+CORRUPT_CSV = b"date,HUFL,HULL,MUFL,MULL,LUFL,LULL,OT\n2016-07-01 00:00:00,5.8,2.0,1.5,0.4,4.2,1.3,30.5\n"
+CORRUPT_DIGESTS = f"expected sha256 {get_spec('ETTh1').sha256}, got {hashlib.sha256(CORRUPT_CSV).hexdigest()}"
+
+
+# --- the leaderboard ---------------------------------------------------------------------------
+
+
+def _leaderboard(folder: Path, grid: Path, *extra: str) -> list[str]:
+    return ["leaderboard", "--config", grid, "--results", folder / "results" / "leaderboard.csv",
+            "--runs-dir", folder / "runs", *extra]
+
+
+@pytest.fixture(scope="module")
+def reported_results(tmp_path_factory, data_root) -> Path:
+    """A results folder as a user's would be: the Traffic grid reported (no rows: its data file is
+    not redistributed), then one smoke cell (a naive forecast on ETTh1, seconds) trained into it."""
+    folder = tmp_path_factory.mktemp("leaderboard")
+    for argv in (_leaderboard(folder, TRAFFIC, "--report-only"),
+                 _leaderboard(folder, SMOKE, "--only-model", "repeat_last", "--data-dir", data_root)):
+        outcome = run_cli(argv)
+        assert outcome.code == 0, outcome.stderr
+    return folder
+
+
+def _copy_results(folder: Path, fixtures: dict) -> None:
+    shutil.copytree(fixtures["reported_results"] / "results", folder / "results")
+
+
+def _snapshot(results: Path) -> dict[str, list]:
+    """Every file of a results folder: its digest and modification time (a rewrite changes the latter)."""
+    return {str(p.relative_to(results)): [hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns]
+            for p in sorted(results.rglob("*")) if p.is_file()}
+
+
+def _train_another_cell(folder: Path, fixtures: dict) -> list[str]:
+    _copy_results(folder, fixtures)
+    return _leaderboard(folder, SMOKE, "--only-model", "window_mean", "--data-dir", fixtures["data_root"])
+
+
+def _keeps_every_grid(folder: Path) -> None:
+    report = (folder / "results" / "LEADERBOARD.md").read_text()
+    assert "## ETTh1" in report and "window_mean" in report  # the cell just trained
+    assert "## Traffic" in report and "configs/leaderboard/traffic.yaml --only-dataset Traffic" in report
+    listed = yaml.safe_load((folder / "results" / "report_grids.yaml").read_text())["grids"]
+    assert listed == ["configs/leaderboard/traffic.yaml", "configs/leaderboard/smoke.yaml"]
+
+
+def _rerun_finished_cell(folder: Path, fixtures: dict) -> list[str]:
+    _copy_results(folder, fixtures)
+    (folder / "before.json").write_text(json.dumps(_snapshot(folder / "results")))
+    return _leaderboard(folder, SMOKE, "--only-model", "repeat_last", "--data-dir", fixtures["data_root"])
+
+
+def _nothing_changed(folder: Path) -> None:
+    assert _snapshot(folder / "results") == json.loads((folder / "before.json").read_text())
+
+
+def _data_folder(folder: Path, corrupt: bool) -> Path:
+    data = folder / "data"
+    data.mkdir()
+    if corrupt:
+        (data / "ETTh1.csv.gz").write_bytes(gzip.compress(CORRUPT_CSV))
+    return data
+
+
+def _smoke_on(folder: Path, corrupt: bool) -> list[str]:
+    return _leaderboard(folder, SMOKE, "--data-dir", _data_folder(folder, corrupt), "--no-download")
+
+
+def _nothing_written(folder: Path) -> None:
+    assert not (folder / "results").exists() or not any((folder / "results").iterdir())
+
+
+# --- storage URLs --------------------------------------------------------------------------------
+
+
+TINY_RUN_CONFIG = {
+    "data": {"dataset": "ETTh1", "seq_len": 48, "pred_len": 24},
+    "model": {"name": "itransformer_damcha", "d_model": 16, "d_ff": 16, "e_layers": 1, "n_heads": 2,
+              "generator_hidden": [8]},
+    "training": {"max_epochs": 1, "patience": 1},
+}
+TINY_SEARCH = {
+    "trainer": {"limit_train_batches": 2, "limit_val_batches": 1},
+    "space": {"training.learning_rate": {"type": "float", "low": 1.0e-4, "high": 1.0e-2, "log": True}},
+}
+
+
+def _tune(storage: str):
+    def make(folder: Path, fixtures: dict) -> list[str]:
+        (folder / "run.yaml").write_text(yaml.safe_dump(TINY_RUN_CONFIG))
+        (folder / "search.yaml").write_text(yaml.safe_dump(TINY_SEARCH))
+        return ["tune", "--config", folder / "run.yaml", "--search", folder / "search.yaml", "--n-trials", "1",
+                "--no-test", "--out", folder / "study", "--storage", storage]
+
+    return make
+
+
+def _no_study_folder(folder: Path) -> None:
+    assert not (folder / "study").exists()  # refused before anything was written
+
+
+# A closed local port: the driver fails at once ("Connection refused"), after the URL was parsed.
+CLOSED = "127.0.0.1:1"
+
+CASES = [
+    Case("leaderboard_run_over_one_grid_keeps_the_other_grids_sections", _train_another_cell, 0,
+         "ran 1, failed 0", after=_keeps_every_grid, stream="stdout"),
+    Case("leaderboard_run_that_trains_nothing_changes_no_file", _rerun_finished_cell, 0,
+         "nothing to run; report left as it is", after=_nothing_changed),
+    Case("leaderboard_corrupt_data_file_is_an_error_naming_both_digests", lambda f, _: _smoke_on(f, corrupt=True),
+         1, CORRUPT_DIGESTS, after=_nothing_written),
+    Case("leaderboard_missing_data_file_is_skipped_and_writes_nothing", lambda f, _: _smoke_on(f, corrupt=False),
+         0, "the data file ETTh1.csv is missing", after=_nothing_written),
+    Case("storage_password_in_the_query_string_is_hidden",
+         _tune(f"postgresql+psycopg2://u@{CLOSED}/db?password={SECRET}"), 2,
+         f"storage 'postgresql+psycopg2://u@{CLOSED}/db?password=***' cannot be opened"),
+    Case("storage_sslpassword_and_a_token_are_hidden",
+         _tune(f"postgresql+psycopg2://u@{CLOSED}/db?sslpassword={SECRET}&sslmode=disable&api_token={SECRET}x"), 2,
+         f"?sslpassword=***&sslmode=disable&api_token=***' cannot be opened"),
+    Case("storage_pwd_the_driver_rejects_is_hidden_in_its_error",
+         _tune(f"postgresql+psycopg2://u@{CLOSED}/db?pwd={SECRET}"), 2,
+         'db?pwd=***\' cannot be opened: invalid dsn: invalid connection option "pwd"'),
+    Case("storage_percent_encoded_password_key_is_hidden",
+         _tune(f"postgresql+psycopg2://u@{CLOSED}/db?pass%77ord={SECRET}"), 2, "db?pass%77ord=***' cannot be opened"),
+    Case("storage_user_info_password_with_a_slash_is_hidden",
+         _tune(f"postgresql+psycopg2://u:{SECRET}/x@{CLOSED}/db"), 2,
+         f"storage 'postgresql+psycopg2://u:***@{CLOSED}/db' cannot be opened"),
+    Case("storage_bad_port_is_named_before_anything_runs",
+         _tune(f"postgresql+psycopg2://u:{SECRET}@db.example.org:notaport/db"), 2,
+         "--storage 'postgresql+psycopg2://u:***@db.example.org:notaport/db': the port 'notaport' is not a number",
+         after=_no_study_folder),
+]
+
+
+def _files_holding(folder: Path, text: str) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_matrix(case, tmp_path, request, monkeypatch):
+    # No dataset from the user cache (a case's data folder is all it may find), and a --data-dir
+    # (which sets DAMCHA_TS_DATA in this process) does not outlive its case.
+    monkeypatch.setenv("DAMCHA_TS_CACHE", str(tmp_path / "empty_cache"))
+    monkeypatch.setenv("DAMCHA_TS_DATA", os.environ.get("DAMCHA_TS_DATA", str(tmp_path / "no_data")))
+    fixtures = {}
+    if case.name.startswith("leaderboard_run"):  # the cases that train into a results folder
+        fixtures = {name: request.getfixturevalue(name) for name in ("reported_results", "data_root")}
+    outcome = check_case(case, tmp_path / "case", fixtures)
+    assert SECRET not in outcome.stdout + outcome.stderr
+    assert _files_holding(tmp_path, SECRET) == []
+
+
+def test_the_committed_report_covers_every_grid_it_names():
+    """benchmarks/results/report_grids.yaml lists every grid LEADERBOARD.md has a "Reproduce:" line for,
+    so a run over one of them regenerates the report with all its sections."""
+    import re
+
+    results = ROOT / "benchmarks" / "results"
+    report = (results / "LEADERBOARD.md").read_text()
+    named = set(re.findall(r"^Reproduce: `damcha-ts leaderboard --config (\S+)", report, flags=re.MULTILINE))
+    listed = yaml.safe_load((results / "report_grids.yaml").read_text())["grids"]
+    assert named and set(listed) == named and all((ROOT / name).is_file() for name in listed)
+
+
+def test_every_credential_form_is_hidden_in_urls_and_driver_errors():
+    """display_url and hide_secrets on the forms SQLAlchemy accepts (the matrix shows them end to end)."""
+    from damcha_ts.tuning.storage import display_url, hide_secrets
+
+    for url, shown in (
+        (f"postgresql+psycopg2://alice:{SECRET}@db:5432/optuna", "postgresql+psycopg2://alice:***@db:5432/optuna"),
+        (f"mysql+pymysql://alice:p%40{SECRET}@db/optuna", "mysql+pymysql://alice:***@db/optuna"),
+        (f"postgresql://db/x?passwd={SECRET}&password={SECRET}&PWD={SECRET}&application_name=a",
+         "postgresql://db/x?passwd=***&password=***&PWD=***&application_name=a"),
+        (f"postgresql://db/x?client_secret={SECRET}&sslkey={SECRET}&auth={SECRET}",
+         "postgresql://db/x?client_secret=***&sslkey=***&auth=***"),
+        ("postgresql://alice@db:5432/x?sslmode=require", "postgresql://alice@db:5432/x?sslmode=require"),
+        ("journal:///studies/a:b@c.log", "journal:///studies/a:b@c.log"),
+    ):
+        assert display_url(url) == shown
+    # libpq echoes the part of a DSN value it cannot parse: that word is hidden too.
+    dsn = f"postgresql+psycopg2://u@db/x?dsn=password%3D{SECRET}%20broken{SECRET}"
+    echoed = f'invalid dsn: missing "=" after "broken{SECRET}" in connection info string ({dsn})'
+    hidden = hide_secrets(echoed, dsn)
+    assert SECRET not in hidden and 'after "***" in connection info string' in hidden
