@@ -47,7 +47,14 @@ def resolve_storage_url(storage: str | Path | None, out_dir: str | Path) -> str:
 
 
 def _checked_database_url(url: str) -> str:
-    """``url`` itself, or a ConfigError for a URL that cannot hold a shared, resumable study."""
+    """``url`` itself, or a ConfigError for a URL that cannot hold a shared, resumable study.
+
+    The URL is parsed here, before anything is trained or written, with SQLAlchemy's own parser, so a
+    typo fails at once with the storage named (password hidden) instead of as a traceback later.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     scheme, _, rest = url.partition("://")
     shown = display_url(url)
     if scheme == "postgres" or scheme.startswith("postgres+"):
@@ -57,6 +64,19 @@ def _checked_database_url(url: str) -> str:
         raise ConfigError(f"--storage {shown!r}: an in-memory SQLite database lives and dies with one "
                           "process, so worker processes and later resumes would not see the study; "
                           "give a file, e.g. sqlite:///study.db")
+    try:
+        port = make_url(url).port
+    except ArgumentError as exc:
+        raise ConfigError(f"--storage {shown!r} is not a database URL (dialect+driver://user:password@host:port/"
+                          "database, e.g. postgresql+psycopg2://user@db.example.org:5432/optuna)") from exc
+    except ValueError as exc:  # SQLAlchemy's int() of the text after "host:"
+        problem = hide_secrets(str(exc), url)
+        port_text = re.fullmatch(r"invalid literal for int\(\) with base 10: (.*)", problem)
+        if port_text:
+            problem = f"the port {port_text[1]} is not a number (write host:port, e.g. db.example.org:5432)"
+        raise ConfigError(f"--storage {shown!r}: {problem}") from exc
+    if port is not None and not 0 < port < 65536:
+        raise ConfigError(f"--storage {shown!r}: port {port} is out of range (1 to 65535)")
     return url
 
 
@@ -111,20 +131,70 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
                 hint = ("; the driver of `pip install 'damcha-ts[postgres]'` is psycopg2, named in "
                         "the URL as postgresql+psycopg2://user:password@host/db")
             raise ConfigError(
-                f"storage {display_url(url)!r} needs a database driver that is not installed: {exc}{hint}"
+                f"storage {display_url(url)!r} needs a database driver that is not installed: "
+                f"{hide_secrets(str(exc), url)}{hint}"
             ) from exc
-        except SQLAlchemyError as exc:  # unknown dialect, malformed URL, server not reachable
-            raise ConfigError(f"storage {display_url(url)!r} cannot be opened: {_first_line(exc)}") from exc
+        except (SQLAlchemyError, ValueError) as exc:  # unknown dialect, bad option, server not reachable
+            raise ConfigError(
+                f"storage {display_url(url)!r} cannot be opened: {hide_secrets(_first_line(exc), url)}"
+            ) from exc
 
 
 def _first_line(exc: Exception) -> str:
-    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+# Query parameters whose value is a credential: SQLAlchemy passes them to the driver as connect
+# arguments (password, passwd, pwd, sslpassword, ...), and anything that looks like a secret, token
+# or key (api_key, auth_token, sslkey, a whole libpq "dsn"), whatever the driver.
+_SECRET_KEY = re.compile(r"pass|pwd|secret|token|key|auth|credential|dsn", re.IGNORECASE)
+# SQLAlchemy's own reading of the user-info: the user is [^:/]*, the password runs to the next "@".
+_USERINFO = re.compile(r"^[^:/?#]+://[^:/]*:(?P<password>[^@]*)@")
+
+
+def _secret_spans(url: str) -> list[tuple[int, int]]:
+    """Where ``url`` holds credentials: the user-info password and the value of each query parameter
+    whose (percent-decoded) key looks like a secret. Text only: it works on URLs no parser accepts."""
+    from urllib.parse import unquote_plus
+
+    head = url.find("://")
+    if head < 0 or is_journal(url):
+        return []
+    spans, start = [], head + 3
+    userinfo = _USERINFO.match(url)
+    if userinfo:
+        spans.append(userinfo.span("password"))
+        start = userinfo.end()
+    query = url.find("?", start)
+    if query >= 0:
+        position = query + 1
+        for pair in url[query + 1 :].split("&"):
+            key, equals, _ = pair.partition("=")
+            if equals and _SECRET_KEY.search(unquote_plus(key)):
+                spans.append((position + len(key) + 1, position + len(pair)))
+            position += len(pair) + 1
+    return [(begin, end) for begin, end in spans if end > begin]
 
 
 def display_url(url: str) -> str:
-    """The URL with any password hidden, for logs and reports."""
-    if is_journal(url) or "@" not in url:
-        return url
-    # The password is what lies between "user:" and the host's "@" (the last "@" before the path).
-    # A regex rather than SQLAlchemy's make_url, which raises on the malformed URLs errors show.
-    return re.sub(r"^([^:/]+://[^:@/]*):[^/]*@", r"\1:***@", url)
+    """The URL with every credential replaced by ``***``, for logs, reports and error messages."""
+    for begin, end in reversed(_secret_spans(url)):
+        url = f"{url[:begin]}***{url[end:]}"
+    return url
+
+
+def hide_secrets(text: str, url: str) -> str:
+    """``text`` (an error from SQLAlchemy or a driver) with ``url`` as :func:`display_url` shows it and
+    every credential of ``url`` it may echo hidden: as written, percent-decoded, or one word of a DSN
+    value (libpq quotes the part of a connection string it cannot parse)."""
+    from urllib.parse import unquote, unquote_plus
+
+    text = text.replace(url, display_url(url))
+    secrets = set()
+    for begin, end in _secret_spans(url):
+        for value in {url[begin:end], unquote(url[begin:end]), unquote_plus(url[begin:end])}:
+            secrets.add(value)
+            secrets.update(word.partition("=")[2] or word for word in value.split())
+    for secret in sorted({s.strip("'\"") for s in secrets} - {""}, key=len, reverse=True):
+        text = re.sub(rf"(?<!\w){re.escape(secret)}(?!\w)", "***", text)
+    return text

@@ -410,8 +410,8 @@ def run_study(
     spec.check_against(base.resolve)
     name = study_name or spec.study_name
     out_dir = (Path(out_dir) if out_dir is not None else DEFAULT_OUT_ROOT / name).resolve()
+    url = resolve_storage_url(storage, out_dir)  # a bad --storage fails before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
-    url = resolve_storage_url(storage, out_dir)
     run_trainer_kwargs = {**spec.trainer_kwargs, **(trainer_kwargs or {})}
 
     pins = {
