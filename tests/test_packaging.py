@@ -52,3 +52,14 @@ def test_installed_wheel_resolves_configs_by_name_outside_the_checkout(wheel, tm
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert Path(found["package"]).is_relative_to(target)  # not the checkout
     assert found["d_model"] == 512  # the H=336 section of configs/itransformer_mha/etth1.yaml
+
+
+def test_wheel_requires_triton_only_through_the_gpu_and_dev_extras(wheel):
+    """CPU-only machines do not download triton (about 1 GB): the built metadata names it only under
+    ``extra == "gpu"`` and ``extra == "dev"``."""
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+        requires = [line.removeprefix("Requires-Dist: ") for line in archive.read(metadata).decode().splitlines()
+                    if line.startswith("Requires-Dist: triton")]
+    assert requires and all("extra ==" in line for line in requires)
+    assert {line.split('extra == "')[1].rstrip('"') for line in requires} == {"gpu", "dev"}

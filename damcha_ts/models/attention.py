@@ -19,12 +19,16 @@ Backends (``attn_backend``, DAMCHA only; MHA always uses SDPA, or math for weigh
 ``"sdpa"`` -- q = X_i m_i fed to ``torch.nn.functional.scaled_dot_product_attention`` (damcha.md §4.1);
 ``"triton"`` -- the fused kernel in ``damcha_ts.models.kernels.triton_damcha`` (imported lazily);
 ``"auto"`` -- triton on CUDA when the kernel can run the call, else sdpa (math when weights are asked).
+triton itself is an extra (``pip install 'damcha-ts[gpu]'``): without it "triton" is refused and "auto"
+on CUDA runs sdpa, saying why once.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import warnings
 from dataclasses import dataclass, fields
 
 import torch
@@ -252,6 +256,10 @@ def select_backend(
             reason = kernels.triton_unsupported_reason(x_heads, head_metrics, value, key_padding_mask, dropout_p)
         if reason is None:
             return "triton"
+        missing = kernels is not None and reason == kernels.TRITON_MISSING
+        if requested == "triton" and missing:
+            raise ConfigError(f"attn_backend='triton' needs the triton package, which is not installed: "
+                              f"{INSTALL_TRITON}")
         if requested == "triton":
             interpret = os.environ.get("TRITON_INTERPRET", "<unset>")
             raise ConfigError(
@@ -259,7 +267,18 @@ def select_backend(
                 f"(device {x_heads.device}, dtype {x_heads.dtype}, TRITON_INTERPRET={interpret}); "
                 "use attn_backend='auto' to fall back to sdpa"
             )
+        if missing:
+            _say_auto_runs_sdpa_without_triton()
     return "sdpa"
+
+
+INSTALL_TRITON = "pip install 'damcha-ts[gpu]'"
+
+
+@functools.cache  # once per process, not on every forward
+def _say_auto_runs_sdpa_without_triton() -> None:
+    warnings.warn(f"attn_backend='auto' runs DAMCHA attention on sdpa: the fused Triton kernel needs the "
+                  f"triton package, which is not installed ({INSTALL_TRITON})", RuntimeWarning, stacklevel=4)
 
 
 def damcha_attention(

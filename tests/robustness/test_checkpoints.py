@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import Case, check_case, copy_run, fit_argv, hourly_frame, run_cli, write_csv
+from matrix import Case, check_case, copy_run, fit_argv, hourly_frame, run_cli, write_csv
 
 
 def _resume(run: Path, data: Path | None = None) -> list[str]:

@@ -86,9 +86,16 @@ def _compute_dtype(x: Tensor, head_metrics: Tensor, value: Tensor) -> Optional[t
     return None
 
 
+# The reason triton_unsupported_reason gives without triton (an extra: pip install 'damcha-ts[gpu]').
+TRITON_MISSING = "triton is not installed"
+
+
 @functools.cache
 def _triton_installed() -> bool:
-    return importlib.util.find_spec("triton") is not None  # a file-system search: once is enough
+    try:
+        return importlib.util.find_spec("triton") is not None  # a file-system search: once is enough
+    except (ImportError, ValueError):  # an import hook that refuses it, a half-removed module
+        return False
 
 
 def triton_unsupported_reason(
@@ -105,7 +112,7 @@ def triton_unsupported_reason(
     Shapes are those of ``damcha_attention_triton``.
     """
     if not _triton_installed():
-        return "triton is not installed"
+        return TRITON_MISSING
     if need_weights:
         return "attention weights were requested (the fused kernel never forms them)"
     if x.dim() != 4:
