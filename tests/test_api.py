@@ -158,10 +158,13 @@ def test_tampered_or_mismatched_weights_are_refused(fitted, tmp_path):
     weights.write_bytes(original)
     Forecaster.load(directory)  # intact again
 
-    # Weights of another architecture, with a matching digest: the config check refuses them.
+    # Weights of another architecture, with matching digests: the config check refuses them.
+    from damcha_ts.training.artifacts import content_digest
+
     meta = json.loads((directory / "forecaster.json").read_text())
     meta["model"]["d_model"] = 32
     meta["model"]["d_ff"] = 32
+    meta["content_sha256"] = content_digest(meta)
     (directory / "forecaster.json").write_text(json.dumps(meta))
     with pytest.raises(ConfigError, match="shape mismatch"):
         Forecaster.load(directory)

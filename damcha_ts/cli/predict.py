@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from damcha_ts.api import Forecaster
 
     forecaster = Forecaster.load(args.model)
+    if args.output:
+        check_output_path(args, forecaster)
     options = csv_options(args)
     if args.input is None:
         if forecaster.meta_.input_kind == "numpy":
@@ -54,17 +56,13 @@ def run(args: argparse.Namespace) -> int:
 
         # Read as a frame so that the forecast comes back in the file's own layout; errors about
         # it still name the file and line.
-        forecast = forecaster.predict(read_csv_frame(args.input), **options)
+        sep = options.get("sep", forecaster.meta_.input_options.get("sep"))  # as given at fit time
+        forecast = forecaster.predict(read_csv_frame(args.input, sep=sep), **options)
     # Wide forecasts are indexed by their timestamps; long ones carry a time column.
     wide = isinstance(forecast.index, pd.DatetimeIndex)
     if args.output:
-        from damcha_ts.errors import ConfigError
         from damcha_ts.files import write_atomically
 
-        if not Path(args.output).expanduser().parent.is_dir():
-            raise ConfigError(f"--output {args.output}: its folder does not exist")
-        if Path(args.output).expanduser().is_dir():
-            raise ConfigError(f"--output {args.output}: is a folder; name the CSV file to write")
         write_atomically(Path(args.output).expanduser(), forecast.to_csv(index=wide))
     else:  # stdout holds the one JSON object with --json, so the forecast goes to stderr then
         forecast.to_csv(sys.stderr if args.json else sys.stdout, index=wide)
@@ -89,3 +87,48 @@ def run(args: argparse.Namespace) -> int:
     elif args.output:
         print(f"wrote {len(forecast)} rows to {args.output}", file=sys.stderr)
     return 0
+
+
+def check_output_path(args: argparse.Namespace, forecaster) -> None:
+    """Before anything is written: ``--output`` names a new or replaceable CSV, never the history
+    it continues (that destroyed it), the model's training data or a file of the saved model."""
+    from damcha_ts.errors import ConfigError
+    from damcha_ts.training.artifacts import HISTORY_FILE, META_FILE, WEIGHTS_FILE, model_directory
+
+    output = Path(args.output).expanduser()
+    if not output.parent.is_dir():
+        raise ConfigError(f"--output {args.output}: its folder does not exist")
+    if output.is_dir():
+        raise ConfigError(f"--output {args.output}: is a folder; name the CSV file to write")
+    if args.input is not None and _same_file(output, Path(args.input).expanduser()):
+        raise ConfigError(
+            f"--output {args.output} is the same file as --input {args.input}: the forecast would replace the "
+            "history it continues; name another file for --output"
+        )
+    training_data = (forecaster.data_config or {}).get("dataset")
+    if training_data and _same_file(output, Path(training_data).expanduser()):
+        raise ConfigError(
+            f"--output {args.output} would replace {training_data}, the data --model {args.model} was trained "
+            "on; name another file for --output"
+        )
+    # The folder given and, for a run folder, its model/ folder: the saved files and any file beside them.
+    for folder in {Path(args.model).expanduser(), model_directory(args.model)}:
+        names = {META_FILE, WEIGHTS_FILE, HISTORY_FILE} | {p.name for p in folder.iterdir() if p.is_file()}
+        for protected in sorted(folder / name for name in names):
+            if _same_file(output, protected):
+                raise ConfigError(
+                    f"--output {args.output} would replace {protected}, a file of --model {args.model}; write "
+                    "the forecast outside the saved model"
+                )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """The same path once links are resolved, or the same file under another name (a hard link)."""
+    import os
+
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist: they are not the same file
+        return False

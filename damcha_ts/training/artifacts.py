@@ -2,18 +2,25 @@
 
 Layout of a model directory::
 
-    forecaster.json   # format version, model config, training config, data metadata, weights digest
+    forecaster.json   # format version, model config, training config, data metadata, the digests
     weights.pt        # the model's state_dict (torch.save), loaded with weights_only=True
     history.npz       # the last rows the model saw (raw values + timestamps), for predict()
 
-Loading refuses a ``weights.pt`` whose sha256 differs from the one recorded at save time
-(tampered or swapped file), and weights whose keys or shapes do not fit the recorded config.
+``forecaster.json`` is the manifest of the whole directory (format version 2): it records the sha256
+of ``weights.pt`` and of ``history.npz`` and a digest of its own content (``content_sha256``, over
+the document without that field as ``json.dumps(sort_keys=True)``). Loading validates every field
+(types, lengths, finite values, scales > 0), then refuses any file whose digest differs from the
+recorded one (modified or swapped after saving), and weights whose keys or shapes do not fit the
+recorded config. Version-1 directories (digest of ``weights.pt`` only) still load, validated.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,15 +29,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from damcha_ts.errors import ChecksumError, ConfigError, DatasetNotFoundError
+from damcha_ts.errors import ChecksumError, ConfigError, DamchaError, DataError, DatasetNotFoundError
 from damcha_ts.files import write_atomically
 from damcha_ts.training.config import plain_values
 
 FORMAT = "damcha_ts.forecaster"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Version 1 recorded the digest of weights.pt only; its directories still load.
+READABLE_VERSIONS = (1, 2)
 META_FILE = "forecaster.json"
 WEIGHTS_FILE = "weights.pt"
 HISTORY_FILE = "history.npz"
+CONTENT_DIGEST = "content_sha256"
+HISTORY_DIGEST = "history_sha256"
+INPUT_KINDS = ("wide", "long", "numpy")
 
 
 @dataclass
@@ -124,10 +136,29 @@ def save_model_dir(
         "training": dict(training),
         "data": dataclasses.asdict(meta),
         "weights_sha256": _sha256(weights),
+        HISTORY_DIGEST: _sha256(directory / HISTORY_FILE) if history_values is not None else None,
         "metrics": dict(metrics or {}),
     }
+    # As load will read it back (tuples as lists, NumPy floats as floats), so that the digest matches.
+    document = json.loads(json.dumps(document))
+    document[CONTENT_DIGEST] = content_digest(document)
     write_atomically(directory / META_FILE, json.dumps(document, indent=2) + "\n")
     return directory
+
+
+def content_digest(document: Mapping[str, Any]) -> str:
+    """sha256 of a forecaster.json document without its own digest field, as canonical JSON."""
+    content = {k: v for k, v in document.items() if k != CONTENT_DIGEST}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def model_directory(path: str | Path) -> Path:
+    """``path`` itself, or its ``model/`` folder when ``path`` is a run folder (``damcha-ts fit``,
+    ``run_experiment``)."""
+    path = Path(path).expanduser()
+    if not (path / META_FILE).is_file() and (path / "model" / META_FILE).is_file():
+        return path / "model"
+    return path
 
 
 def pd_index_ns(index) -> np.ndarray:
@@ -160,11 +191,8 @@ class LoadedModel:
 
 
 def load_model_dir(directory: str | Path, map_location: str | torch.device = "cpu") -> LoadedModel:
-    """Rebuild and load a saved model, refusing files that do not match their config."""
-    import pandas as pd
-
-    from damcha_ts.models import build_model
-
+    """Rebuild and load a saved model, refusing files that are malformed, modified after saving or
+    do not match their config (errors name the file and the field)."""
     directory = Path(directory)
     meta_path = directory / META_FILE
     weights = directory / WEIGHTS_FILE
@@ -173,22 +201,14 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
             raise DatasetNotFoundError(
                 f"{path} is missing: {directory} is not a saved damcha_ts model directory (or its save was cut short)"
             )
-    try:
-        document = json.loads(meta_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{meta_path}: not valid JSON: {exc}") from exc
-    if document.get("format") != FORMAT or document.get("format_version") != FORMAT_VERSION:
-        raise ConfigError(
-            f"{meta_path}: format {document.get('format')!r} v{document.get('format_version')} is not "
-            f"{FORMAT} v{FORMAT_VERSION}"
-        )
-    actual = _sha256(weights)
-    if actual != document.get("weights_sha256"):
-        raise ChecksumError(
-            f"{weights}: sha256 {actual} differs from {document.get('weights_sha256')} recorded in "
-            f"{META_FILE}; the weights were modified or replaced after saving"
-        )
-    model = build_model(dict(document["model"]))
+    document = _read_document(meta_path)
+    # Fields first, digests second: an invalid field is named as such, a valid but changed one is
+    # caught by the digest.
+    meta = _check_document(document, meta_path)
+    model = _build_saved_model(document, meta, meta_path)
+    if document["format_version"] >= 2:
+        _check_digest(meta_path, content_digest(document), CONTENT_DIGEST, document)
+    _check_digest(weights, _sha256(weights), "weights_sha256", document)
     try:
         state = torch.load(weights, map_location=map_location, weights_only=True)
     except Exception as exc:  # any unpickling failure means an unusable file
@@ -196,29 +216,228 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
     _check_state_matches(model, state, weights)
     model.load_state_dict(state)
     model.eval()
-    history_values = history_stamps = None
-    history = directory / HISTORY_FILE
-    if history.is_file():
-        with np.load(history, allow_pickle=False) as stored:
-            history_values = stored["values"]
-            zone = str(stored["tz"]) if "tz" in stored else ""
-            history_stamps = pd.DatetimeIndex(pd.to_datetime(stored["timestamps"], utc=bool(zone)), name="date")
-        if zone:
-            history_stamps = history_stamps.tz_convert(zone)
-        columns = len(document["data"]["columns"])
-        if history_values.ndim != 2 or history_values.shape[1] != columns or len(history_values) != len(history_stamps):
-            raise ChecksumError(
-                f"{history}: holds values of shape {history_values.shape} and {len(history_stamps)} timestamps; "
-                f"the model has {columns} columns (is it another model's {HISTORY_FILE}?)"
-            )
+    history_values, history_stamps = _load_history(directory / HISTORY_FILE, document, meta)
     return LoadedModel(
         model=model,
-        meta=SeriesMeta(**document["data"]),
-        training=document.get("training", {}),
-        metrics=document.get("metrics", {}),
+        meta=meta,
+        training=document["training"],
+        metrics=document["metrics"],
         history_values=history_values,
         history_timestamps=history_stamps,
     )
+
+
+def _read_document(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc}); it is not a {META_FILE} that damcha_ts wrote") from exc
+
+
+def _check_digest(path: Path, actual: str, field_name: str, document: Mapping) -> None:
+    """A ChecksumError naming both digests unless ``actual`` is the one recorded as ``field_name``."""
+    recorded = document[field_name]
+    what = "the sha256 of its content" if field_name == CONTENT_DIGEST else "sha256"
+    if actual != recorded:
+        raise ChecksumError(
+            f"{path}: {what} {actual} differs from {recorded} recorded as {field_name} in {META_FILE}; "
+            "the file was modified or replaced after saving"
+        )
+
+
+def _check_document(document: Any, path: Path) -> SeriesMeta:
+    """Every top-level field of forecaster.json has its type; returns the validated data section."""
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path}: holds a JSON {_json_type(document)}, not the object damcha_ts writes")
+    if document.get("format") != FORMAT:
+        raise ConfigError(f"{path}: format {document.get('format')!r} is not {FORMAT!r}; not a saved damcha_ts model")
+    version = document.get("format_version")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        raise ConfigError(
+            f"{path}: format_version {version!r} is not one this damcha_ts reads "
+            f"({', '.join(map(str, READABLE_VERSIONS))}); was it saved by a newer damcha_ts?"
+        )
+    sections = {"model": dict, "training": dict, "data": dict, "metrics": dict}
+    # history_sha256 is null for a model saved without history.
+    digests = {"weights_sha256": False} | ({HISTORY_DIGEST: True, CONTENT_DIGEST: False} if version >= 2 else {})
+    _check_keys(document, ["format", "format_version", *sections, *digests], (), path, "the document")
+    for name, kind in sections.items():
+        if not isinstance(document[name], kind):
+            raise ConfigError(f"{path}: {name} is a JSON {_json_type(document[name])}; expected a JSON object")
+    for name, nullable in digests.items():
+        value = document[name]
+        if not (isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value)) and not (nullable and value is None):
+            raise ConfigError(f"{path}: {name}={value!r} is not a sha256 hex digest")
+    return _check_series_meta(document["data"], path)
+
+
+def _check_keys(section: Mapping, required, optional, path: Path, where: str, error: type = ConfigError) -> None:
+    """``section`` has every ``required`` key and no key outside ``required`` and ``optional``."""
+    missing = [k for k in required if k not in section]
+    unknown = sorted(set(section) - set(required) - set(optional))
+    if missing or unknown:
+        parts = [f"lacks the keys {missing}"] if missing else []
+        parts += [f"has unknown keys {unknown}"] if unknown else []
+        raise error(f"{path}: {where} {' and '.join(parts)}")
+
+
+def _check_series_meta(data: Mapping, path: Path) -> SeriesMeta:
+    """The data section: what predict needs to scale, mark and label a history."""
+    import dataclasses
+
+    from damcha_ts.data.frames import check_freq
+    from damcha_ts.data.protocol import FEATURE_MODES
+
+    def where(name: str) -> str:
+        return f"{path}: data.{name}"
+
+    meta_fields = dataclasses.fields(SeriesMeta)
+    required = [f.name for f in meta_fields
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    _check_keys(data, required, [f.name for f in meta_fields], path, "data")
+    meta = SeriesMeta(**data)
+    columns = _check_names(meta.columns, where("columns"))
+    if not columns:
+        raise ConfigError(f"{where('columns')} is empty; a model forecasts at least one column")
+    for name in ("freq", "features", "name", "input_kind"):
+        if not isinstance(getattr(meta, name), str):
+            raise ConfigError(f"{where(name)}={getattr(meta, name)!r} is not a string")
+    check_freq(meta.freq, where("freq"))
+    if meta.time_features_freq is not None:
+        if not isinstance(meta.time_features_freq, str):
+            raise ConfigError(f"{where('time_features_freq')}={meta.time_features_freq!r} is neither a string nor null")
+        check_freq(meta.time_features_freq, where("time_features_freq"))
+    for name, allowed in (("features", FEATURE_MODES), ("input_kind", INPUT_KINDS)):
+        value = getattr(meta, name)
+        if value not in allowed:
+            raise ConfigError(f"{where(name)}={value!r} is not one of {', '.join(allowed)}")
+    for name in ("seq_len", "pred_len"):
+        value = getattr(meta, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{where(name)}={value!r} is not a positive integer")
+    for name in ("scaler_mean", "scaler_scale"):
+        values = getattr(meta, name)
+        if not isinstance(values, list) or len(values) != len(columns):
+            given = f"has length {len(values)}" if isinstance(values, list) else f"is a JSON {_json_type(values)}"
+            raise ConfigError(
+                f"{where(name)} {given}; expected a list of {len(columns)} numbers, one per column {columns}"
+            )
+        for column, value in zip(columns, values):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{where(name)} of column {column!r} is {value!r}; expected a finite number")
+            if name == "scaler_scale" and value <= 0:
+                # The forecast is model output * scale + mean: a scale of 0 or below is no scaler.
+                raise ConfigError(f"{where(name)} of column {column!r} is {value!r}; a scale must be > 0")
+    if meta.data_config is not None and not isinstance(meta.data_config, dict):
+        raise ConfigError(
+            f"{where('data_config')} is a JSON {_json_type(meta.data_config)}; expected an object or null"
+        )
+    if not isinstance(meta.input_options, dict):
+        raise ConfigError(f"{where('input_options')} is a JSON {_json_type(meta.input_options)}; expected an object")
+    if "input_columns" in meta.input_options:
+        given = _check_names(meta.input_options["input_columns"], where("input_options.input_columns"))
+        absent = [c for c in columns if c not in given]
+        if absent:
+            raise ConfigError(f"{where('input_options.input_columns')} lacks the model columns {absent}")
+    return meta
+
+
+def _check_names(names: Any, where: str) -> list[str]:
+    """A list of unique strings (column names)."""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{where}={names!r} is not a list of column names (strings)")
+    seen: set[str] = set()
+    repeated = sorted({n for n in names if n in seen or seen.add(n)})
+    if repeated:
+        raise ConfigError(f"{where} names {repeated} more than once")
+    return names
+
+
+def _json_type(value: Any) -> str:
+    kinds = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+def _build_saved_model(document: Mapping, meta: SeriesMeta, path: Path) -> torch.nn.Module:
+    """The model of the model section, which must agree with the training and data sections."""
+    from damcha_ts.models import build_model
+    from damcha_ts.training.config import TrainingConfig
+
+    try:
+        training = TrainingConfig.from_dict(document["training"])
+    except (DamchaError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: training section: {exc}") from exc
+    try:
+        model = build_model(dict(document["model"]))
+    except (DamchaError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: model section: {exc}") from exc
+    # A quantile model is saved as its point model, pred_len H·Q (Forecaster.load checks H).
+    expected = {"seq_len": meta.seq_len} if training.quantiles else {"seq_len": meta.seq_len, "pred_len": meta.pred_len}
+    for name, value in expected.items():
+        if getattr(model.config, name) != value:
+            raise ConfigError(f"{path}: model.{name}={getattr(model.config, name)} but data.{name}={value}")
+    return model
+
+
+def _load_history(path: Path, document: Mapping, meta: SeriesMeta):
+    """(values [seq_len, C], timestamps) of history.npz, or (None, None) when the model has none."""
+    import pandas as pd
+
+    recorded = document.get(HISTORY_DIGEST)  # None in version 1 and for a model saved without history
+    if not path.is_file():
+        if recorded is not None:
+            raise DatasetNotFoundError(f"{path} is missing; {META_FILE} records its sha256 {recorded}")
+        return None, None
+    unreadable = f"{path}: not a readable NumPy .npz archive; it is not a {HISTORY_FILE} that damcha_ts wrote"
+    if not zipfile.is_zipfile(path):  # before np.load, whose message for other bytes is about pickles
+        raise DataError(f"{unreadable} ({'an empty file' if path.stat().st_size == 0 else 'not a zip archive'})")
+    try:
+        stored = np.load(path, allow_pickle=False)
+        if not isinstance(stored, np.lib.npyio.NpzFile):
+            raise DataError(f"{unreadable} (it holds a single .npy array)")
+        with stored:
+            _check_keys(stored, ("values", "timestamps"), ("tz",), path, "the archive", DataError)
+            values, stamps = stored["values"], stored["timestamps"]
+            zone = stored["tz"] if "tz" in stored else np.array("")
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, DamchaError):
+            raise
+        raise DataError(f"{unreadable} ({type(exc).__name__}: {exc or 'empty'})") from exc
+    columns = len(meta.columns)
+    if (not np.issubdtype(values.dtype, np.floating) or not np.issubdtype(stamps.dtype, np.integer)
+            or not np.issubdtype(zone.dtype, np.str_) or zone.shape != ()):
+        raise DataError(
+            f"{path}: values are {values.dtype}, timestamps {stamps.dtype} and tz {zone.dtype} of shape {zone.shape}; "
+            "expected floats, int64 nanoseconds and one string"
+        )
+    if values.ndim != 2 or values.shape[1] != columns or stamps.ndim != 1 or len(values) != len(stamps):
+        raise ChecksumError(
+            f"{path}: holds values of shape {values.shape} and {len(stamps)} timestamps; "
+            f"the model has {columns} columns (is it another model's {HISTORY_FILE}?)"
+        )
+    if len(values) < meta.seq_len:
+        raise DataError(f"{path}: holds {len(values)} rows; the model reads lookback={meta.seq_len} rows")
+    if not np.isfinite(values).all():
+        raise DataError(f"{path}: values hold {int((~np.isfinite(values)).sum())} NaN/inf entries")
+    if (np.diff(stamps) <= 0).any():
+        raise DataError(f"{path}: timestamps are not strictly increasing")
+    if recorded is not None:
+        _check_digest(path, _sha256(path), HISTORY_DIGEST, document)
+    elif document["format_version"] >= 2:
+        raise ChecksumError(
+            f"{path}: {META_FILE} records {HISTORY_DIGEST}=null (the model was saved without history); "
+            "this file was put there after saving"
+        )
+    zone = str(zone)
+    stamps = pd.DatetimeIndex(pd.to_datetime(stamps[-meta.seq_len :], utc=bool(zone)), name="date")
+    if zone:
+        try:
+            stamps = stamps.tz_convert(zone)
+        except (ValueError, KeyError) as exc:
+            raise DataError(f"{path}: tz {zone!r} is not a time zone: {exc}") from exc
+    return values[-meta.seq_len :], stamps
 
 
 def _check_state_matches(model: torch.nn.Module, state: Mapping, path: Path) -> None:
