@@ -247,7 +247,7 @@ def select_backend(
     if requested == "math" or need_weights:
         return "math"
     if requested == "triton" or (requested == "auto" and x_heads.is_cuda):
-        reason = None
+        kernels, reason = None, None
         if is_causal or head_metrics.dim() == 5:
             reason = "causal attention (per-query metrics) is not supported by the triton kernel"
         if reason is None:
