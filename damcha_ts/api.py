@@ -297,8 +297,9 @@ class Forecaster:
         frame = load_frame(data, **options)
         _check_same_freq(frame, meta.freq)
         given = [str(c) for c in frame.columns]
-        missing = [c for c in fitted if c not in given]
-        extra = [c for c in given if c not in fitted]
+        given_set, fitted_set = set(given), set(fitted)  # sets: linear in the columns
+        missing = [c for c in fitted if c not in given_set]
+        extra = [c for c in given if c not in fitted_set]
         if missing or extra:
             raise DataError(
                 f"the history's columns differ from those at fit time: missing {missing}, unexpected {extra} "
@@ -333,6 +334,7 @@ class Forecaster:
             out = out[..., -1:] * scale[-1] + mean[-1]
         else:
             out = out * scale + mean
+        _check_finite_forecast(out, scaled, self.model_, self._output_columns())
         if self.quantiles is None:
             return out, None
         return out[:, median_index(self.quantiles)], out
@@ -356,7 +358,8 @@ class Forecaster:
 
         columns = self._output_columns()
         fitted_order = list(self.meta_.input_options.get("input_columns") or columns)
-        order = [columns.index(c) for c in fitted_order if c in columns]
+        position = {c: i for i, c in enumerate(columns)}  # a dict: linear in the columns
+        order = [position[c] for c in fitted_order if c in position]
         forecast, columns = forecast[:, order], [columns[i] for i in order]
         if levels is not None:
             levels = levels[..., order]
@@ -412,7 +415,13 @@ class Forecaster:
         errors = evaluate_loader(
             self.model_, loader, scaler=scored_scaler(series), device=self.device, target_only=series.features == "MS"
         )
-        return {"dataset": series.name, "split": split, **summary(errors)}
+        scores = summary(errors)
+        if not all(np.isfinite(scores[k]) for k in ("mse", "mae")):
+            raise DataError(
+                f"the {split} MSE/MAE on {series.name} are not finite (MSE {scores['mse']}, MAE {scores['mae']}): "
+                + _non_finite_cause(self.model_)
+            )
+        return {"dataset": series.name, "split": split, **scores}
 
     def backtest(self, data: Any = None, n_windows: int = 5, step: int | None = None, **data_options: Any) -> pd.DataFrame:
         """Rolling-origin forecasts without refitting, as a long frame with a ``cutoff`` column.
@@ -447,7 +456,8 @@ class Forecaster:
         histories = np.stack([values[c - self.lookback + 1 : c + 1] for c in cutoffs])
         forecasts, levels = self._forecast(histories, [stamps[c - self.lookback + 1 : c + 1] for c in cutoffs])
         columns = self._output_columns()
-        truth_columns = [self.meta_.columns.index(c) for c in columns]
+        position = {c: i for i, c in enumerate(self.meta_.columns)}  # a dict: linear in the columns
+        truth_columns = [position[c] for c in columns]
         id_col = input_options.get("id_col", "id")
         time_col = input_options.get("time_col") or "date"
         value_col = input_options.get("value_col", "value")
@@ -532,11 +542,9 @@ class Forecaster:
         the saved config is refused (ChecksumError / ConfigError).
         """
         from damcha_ts.probabilistic import QuantileForecastModel, validate_quantiles
-        from damcha_ts.training.artifacts import load_model_dir
+        from damcha_ts.training.artifacts import load_model_dir, model_directory
 
-        directory = Path(directory)
-        if not (directory / "forecaster.json").is_file() and (directory / "model" / "forecaster.json").is_file():
-            directory = directory / "model"  # a run directory written by run_experiment / damcha-ts fit
+        directory = model_directory(directory)  # a run directory's model/ folder
         loaded = load_model_dir(directory, map_location=map_location)
         model = loaded.model
         model_config = dict(model.config.__dict__)
@@ -643,6 +651,39 @@ def _check_same_freq(frame: pd.DataFrame, fitted_freq: str) -> None:
     given = frame_info(frame).get("freq")
     if given is not None and to_offset(given) != to_offset(fitted_freq):
         raise DataError(f"the history's timestamps step by {given!r}; the model was fitted on data at {fitted_freq!r}")
+
+
+def _check_finite_forecast(forecast: np.ndarray, scaled_history: np.ndarray, model, columns: Sequence[str]) -> None:
+    """The last line of defence: a NaN/inf forecast ([..., H, N]) is an error, never a result."""
+    bad = ~np.isfinite(forecast)
+    if not bad.any():
+        return
+    steps = np.flatnonzero(bad.any(axis=tuple(a for a in range(bad.ndim) if a != bad.ndim - 2))) + 1
+    variates = [columns[j] for j in np.flatnonzero(bad.any(axis=tuple(range(bad.ndim - 1))))]
+    raise DataError(
+        f"the forecast holds NaN/inf for variates {_briefly(variates)} at steps {_briefly(steps)} "
+        f"(of {forecast.shape[-2]}): {_non_finite_cause(model, scaled_history)}"
+    )
+
+
+def _briefly(items, limit: int = 10) -> str:
+    items = [str(i) for i in items]
+    return ", ".join(items[:limit]) + (f", ... ({len(items)} in all)" if len(items) > limit else "")
+
+
+def _non_finite_cause(model, scaled_history: np.ndarray | None = None) -> str:
+    """The likely reason a model's output is not finite, for the error message."""
+    import torch
+
+    if scaled_history is not None and not np.isfinite(scaled_history).all():
+        return ("the history, scaled by the saved scaler, holds NaN/inf (check the history's values and "
+                "data.scaler_mean / data.scaler_scale in forecaster.json)")
+    broken = [name for name, tensor in model.state_dict().items()
+              if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    if broken:
+        return (f"the model's weights hold NaN/inf ({_briefly(broken, 3)}): its training diverged; retrain it "
+                "(e.g. with a lower learning rate)")
+    return "the model overflowed on this input (values far outside the range it was trained on?)"
 
 
 def _wide_to_long(wide: pd.DataFrame, input_options: Mapping[str, Any]) -> pd.DataFrame:

@@ -29,17 +29,33 @@ def add_csv_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--value-col", help="value column of a long CSV")
     group.add_argument("--fill", choices=("ffill", "interpolate", "zero"), help="how to fill NaN/inf values")
     group.add_argument("--allow-irregular", action="store_true", help="keep duplicate or off-step timestamps")
+    group.add_argument("--ignore", type=_column_list, metavar="COL[,COL...]",
+                       help="columns to leave out (a long CSV holds only its id, time and value columns)")
+    group.add_argument("--sep", type=_separator, metavar="CHAR",
+                       help="the CSV delimiter, e.g. ';' or '\\t' (default: detected from the header among , ; tab |)")
 
 
 def csv_options(args: argparse.Namespace) -> dict:
     """The ``add_csv_arguments`` flags that were given, as ``load_frame`` / ``prepare`` keywords."""
-    names = ("time_col", "date_format", "id_col", "value_col", "fill")
+    names = ("time_col", "date_format", "id_col", "value_col", "fill", "ignore", "sep")
     options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     if args.id_col or args.value_col:
         options["layout"] = "long"
     if args.allow_irregular:
         options["allow_irregular"] = True
     return options
+
+
+def _column_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: give column names separated by commas, e.g. temp,humidity")
+    return names
+
+
+def _separator(text: str) -> str:
+    # A tab is hard to type in a shell: '\t' and 'tab' name it too.
+    return "\t" if text in ("\\t", "tab") else text
 
 
 def add_overrides_argument(parser, example: str = "training.max_epochs=3", scope: str = "") -> None:

@@ -10,9 +10,17 @@ a cut-down frame counts as user data).
 
 from __future__ import annotations
 
+import bz2
+import contextlib
+import csv
+import gzip
+import lzma
 import os
 import warnings
-from collections.abc import Callable
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +40,10 @@ ATTRS_KEY = "damcha_ts"
 TIME_COLUMN_NAMES = ("date", "time", "timestamp", "datetime", "ds")
 FILL_POLICIES = ("ffill", "interpolate", "zero")
 LAYOUTS = ("auto", "wide", "long")
+# Delimiters recognised in a CSV header when ``sep`` is not given; the first wins a tie.
+SEPARATORS = (",", ";", "\t", "|")
+# From this many columns on, a CSV is parsed in one pass (see read_csv_frame).
+WIDE_CSV_COLUMNS = 2_000
 
 Source = str | os.PathLike | pd.DataFrame | np.ndarray
 
@@ -56,6 +68,8 @@ def load_frame(
     columns: list[str] | None = None,
     fill: str | None = None,
     allow_irregular: bool = False,
+    ignore: Iterable[str] | None = None,
+    sep: str | None = None,
 ) -> pd.DataFrame:
     """Load ``source`` as a validated wide frame (DatetimeIndex ``date``, float64 columns).
 
@@ -66,8 +80,13 @@ def load_frame(
         kept, as the protocol does, with a DataWarning;
       - a CSV path (``.csv`` or ``.csv.gz``) or a DataFrame, wide (DatetimeIndex or a time column,
         one column per variate) or long (``id_col``, time, ``value_col`` columns; ``layout``
-        "auto" picks long when those are exactly the columns). The time column is ``time_col`` or
-        one named date/time/timestamp/datetime/ds; ``date_format`` is an optional strptime format.
+        "auto" picks long when the header has those three). Every other column is read: in a long
+        file it is an error, never dropped silently; ``ignore`` names columns to leave out (wide or
+        long; a name that is not a column is an error). The time column is ``time_col`` or one
+        named date/time/timestamp/datetime/ds; ``date_format`` is an optional strptime format.
+        Timestamps with mixed UTC offsets (a DST change) are converted to UTC, with a DataWarning.
+        A CSV's delimiter is ``sep`` or, without it, detected from the header among , ; tab and |
+        (a DataWarning says which when it is not a comma).
         Duplicate or irregular timestamps are an error unless ``allow_irregular``;
       - a NumPy array ``[T, C]`` (or ``[T]``) with ``freq`` (required), ``start`` and ``columns``.
 
@@ -80,9 +99,8 @@ def load_frame(
     """
     if fill is not None and fill not in FILL_POLICIES:
         raise ConfigError(f"fill must be None or one of {FILL_POLICIES}, got {fill!r}")
-    if layout not in LAYOUTS:
-        raise ConfigError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    user_options = dict(freq=freq, fill=fill, allow_irregular=allow_irregular)
+    check_layout(layout)
+    user_options = dict(freq=freq, fill=fill, allow_irregular=allow_irregular, ignore=ignore)
 
     if isinstance(source, pd.DataFrame):
         spec = _still_benchmark(source)
@@ -102,7 +120,7 @@ def load_frame(
             return _from_benchmark(get_spec(text), path, download, fill)
         file = Path(text).expanduser()
         if file.is_file():
-            return _from_csv(file, time_col, date_format, layout, id_col, value_col, **user_options)
+            return _from_csv(file, sep, time_col, date_format, layout, id_col, value_col, **user_options)
         if file.suffix or os.sep in text or "/" in text:
             raise DatasetNotFoundError(f"no such file: {file}")
         get_spec(text)  # not a file and not a benchmark: raises ConfigError suggesting close names
@@ -159,18 +177,94 @@ def _from_benchmark(spec: DatasetSpec, path, download: bool, fill: str | None) -
 CSV_ORIGIN_KEY = "damcha_ts_csv"
 
 
-def read_csv_frame(path: str | os.PathLike) -> pd.DataFrame:
+def read_csv_frame(path: str | os.PathLike, *, sep: str | None = None) -> pd.DataFrame:
     """The CSV as a raw frame (its own layout, nothing parsed), remembering its file: ``load_frame``
-    errors about it then name the file and CSV line instead of ``DataFrame row i``."""
+    errors about it then name the file and CSV line instead of ``DataFrame row i``.
+
+    ``sep`` is the delimiter; without it, the one the header is split by (see
+    :func:`csv_separator`), with a DataWarning when that is not a comma."""
+    file = _user_file(path)
+    used, detected = csv_separator(file, sep)
+    if detected and used != ",":
+        warnings.warn(
+            f"{file}: read with delimiter {used!r} (detected from the header); pass sep=... "
+            "(command line: --sep) to choose another",
+            DataWarning,
+            stacklevel=2,
+        )
+    # pandas' chunked parser takes about 2**20 / columns rows per chunk and concatenates every
+    # column once per chunk: quadratic in the columns. A wide file is parsed in one pass instead
+    # (that costs about twice the memory, so a narrow, long file keeps the chunks).
+    wide = _first_line(file).count(used) + 1 >= WIDE_CSV_COLUMNS
+    raw = _read_csv(file, sep=used, low_memory=not wide)
+    raw.attrs[CSV_ORIGIN_KEY] = str(file)
+    return raw
+
+
+def read_csv_header(path: str | os.PathLike, *, sep: str | None = None) -> list[str]:
+    """The column names of a CSV, split as :func:`read_csv_frame` splits them (nothing else is read)."""
+    file = _user_file(path)
+    # In one pass: pandas' chunked parser is quadratic in the columns even for no rows.
+    header = _read_csv(file, sep=csv_separator(file, sep)[0], nrows=0, low_memory=False)
+    return [str(c) for c in header.columns]
+
+
+def _user_file(path: str | os.PathLike) -> Path:
     file = Path(path).expanduser()
     if not file.is_file():
         raise DatasetNotFoundError(f"no such file: {file}")
+    return file
+
+
+def csv_separator(file: Path, sep: str | None = None) -> tuple[str, bool]:
+    """(the delimiter to read ``file`` with, whether it was detected rather than given).
+
+    Detected: of , ; tab and |, the one that splits the header line into the most fields (a comma
+    when none splits it), so that a semicolon file is not read as one column named 'date;a;b'.
+    """
+    if sep is not None:
+        if not isinstance(sep, str) or len(sep) != 1 or sep in "\r\n\"":
+            raise ConfigError(f"sep must be one character such as ',' ';' '\\t' or '|', got {sep!r}")
+        return sep, False
+    header = _first_line(file)
+    counts = {candidate: len(next(csv.reader([header], delimiter=candidate), [])) for candidate in SEPARATORS}
+    best = max(SEPARATORS, key=lambda candidate: counts[candidate])  # max keeps the first of a tie
+    return (best if counts[best] > 1 else ","), True
+
+
+# How a compressed CSV is opened, and what its format is called, by suffix (pandas infers the
+# same from the name).
+_COMPRESSIONS = {".gz": (gzip.open, "gzip"), ".bz2": (bz2.open, "bzip2"), ".xz": (lzma.open, "xz")}
+
+
+def _first_line(file: Path, limit: int = 1 << 16) -> str:
+    """The start of the file's first line (``limit`` characters are plenty to count delimiters)."""
+    opener = _COMPRESSIONS.get(file.suffix.lower(), (open,))[0]
+    with _reading(file), opener(file, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+        return handle.readline(limit).rstrip("\r\n")
+
+
+def _read_csv(file: Path, **options) -> pd.DataFrame:
+    with _reading(file):
+        return pd.read_csv(file, **options)
+
+
+@contextlib.contextmanager
+def _reading(file: Path):
+    """What goes wrong reading ``file`` becomes a DataError naming it; an OSError of the file
+    system itself (permissions...) goes on as it is, which the command line reports in one line."""
     try:
-        raw = pd.read_csv(file)
+        yield
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise DataError(f"{file}: cannot be read as CSV: {exc}") from exc
-    raw.attrs[CSV_ORIGIN_KEY] = str(file)
-    return raw
+    except (EOFError, zlib.error, lzma.LZMAError, OSError) as exc:
+        compression = _COMPRESSIONS.get(file.suffix.lower())
+        # A cut-off download or copy ends a compressed stream early (EOFError); a file that is not
+        # compressed, or is damaged, fails its header or checksum (gzip and bz2 raise a bare OSError).
+        if isinstance(exc, OSError) and not (compression is not None and exc.errno is None):
+            raise
+        kind = compression[1] if compression else "compressed data"
+        raise DataError(f"{file}: is truncated or not valid {kind} ({type(exc).__name__}: {exc})") from exc
 
 
 def _csv_origin(frame: pd.DataFrame) -> str | None:
@@ -180,57 +274,153 @@ def _csv_origin(frame: pd.DataFrame) -> str | None:
     return frame.attrs.get(CSV_ORIGIN_KEY) if whole else None
 
 
-def _from_csv(file: Path, time_col, date_format, layout, id_col, value_col, **options) -> pd.DataFrame:
+def frame_label(frame: pd.DataFrame) -> str:
+    """How errors name a frame: its CSV file when read_csv_frame read it, else "DataFrame"."""
+    return _csv_origin(frame) or "DataFrame"
+
+
+def check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ConfigError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a table's columns are read (see :func:`decide_layout`)."""
+
+    kind: str  # "wide" or "long"
+    time_col: str | None  # None: the timestamps are the frame's DatetimeIndex
+    ignored: tuple[str, ...]  # columns left out, as the caller asked
+    columns: tuple[str, ...]  # the columns read, in the table's order (time, id and value included)
+
+    @property
+    def variates(self) -> list[str]:
+        """A wide table's variate columns, in order."""
+        return [c for c in self.columns if c != self.time_col]
+
+
+def decide_layout(
+    columns: list[str],
+    label: str,
+    *,
+    time_col: str | None = None,
+    time_index: bool = False,
+    layout: str = "auto",
+    id_col: str = "id",
+    value_col: str = "value",
+    ignore: Iterable[str] | None = None,
+) -> Layout:
+    """Whether a table with these column names is wide or long: the one rule, for reading
+    (load_frame) and for recording how an input was read (layout.describe_input).
+
+    ``time_index``: the table has a DatetimeIndex, which holds the timestamps unless ``time_col``
+    is given (the table is then wide). ``layout`` "auto" reads a header that has ``id_col``, a time
+    column and ``value_col`` as long, whatever else it has; a long table's other columns are an
+    error naming them (never dropped silently) unless ``ignore`` lists them.
+    """
+    check_layout(layout)
+    ignored = _ignored_columns(columns, ignore, label)
+    left_out = set(ignored)
+    kept = tuple(c for c in columns if c not in left_out)
+    if time_index and time_col is None:
+        return Layout("wide", None, ignored, kept)
+    time_col = _find_time_column(kept, time_col, label)
+    looks_long = id_col in kept and value_col in kept
+    if layout == "wide" or (layout == "auto" and not looks_long):
+        return Layout("wide", time_col, ignored, kept)
+    for column in (id_col, value_col):
+        if column not in kept:
+            raise DataError(f"{label}: long layout needs column {column!r}; columns are {list(kept)}")
+    extra = [c for c in kept if c not in (id_col, time_col, value_col)]
+    if extra:
+        how = "looks like" if layout == "auto" else "is read as"
+        wide_hint = ", or layout='wide' to read every column as a variate" if layout == "auto" else ""
+        raise DataError(
+            f"{label}: {how} a long file ({id_col}, {time_col}, {value_col}) but also has column(s) {extra}, "
+            f"which a long file cannot hold; pass ignore={extra} (command line: --ignore {','.join(extra)}) "
+            f"to leave them out{wide_hint}"
+        )
+    return Layout("long", time_col, ignored, kept)
+
+
+def _ignored_columns(columns: list[str], ignore: Iterable[str] | None, label: str) -> tuple[str, ...]:
+    if ignore is None:
+        return ()
+    names = [ignore] if isinstance(ignore, str) else ignore
+    try:
+        names = tuple(dict.fromkeys(str(name) for name in names))
+    except TypeError:
+        raise ConfigError(f"ignore must be a list of column names, got {ignore!r}") from None
+    present = set(columns)
+    absent = [name for name in names if name not in present]
+    if absent:
+        raise DataError(f"{label}: ignore names column(s) {absent} that are not there; columns are {list(columns)}")
+    return names
+
+
+def _from_csv(file: Path, sep, time_col, date_format, layout, id_col, value_col, **options) -> pd.DataFrame:
     return _from_dataframe(
-        read_csv_frame(file), str(file), time_col, date_format, layout, id_col, value_col, header_lines=1, **options
+        read_csv_frame(file, sep=sep), str(file), time_col, date_format, layout, id_col, value_col, header_lines=1,
+        **options,
     )
 
 
 def _from_dataframe(
-    raw: pd.DataFrame, label: str, time_col, date_format, layout, id_col, value_col, *, header_lines=None, **options
+    raw: pd.DataFrame, label: str, time_col, date_format, layout, id_col, value_col, *, header_lines=None, ignore=None,
+    **options,
 ) -> pd.DataFrame:
     place = _Place(label, header_lines)
     raw = raw.copy(deep=False)  # new column labels only; the values are copied once, in _finish
     raw.columns = [str(c) for c in raw.columns]
-    if isinstance(raw.index, pd.DatetimeIndex) and time_col is None:
+    shape = decide_layout(
+        list(raw.columns), label, time_col=time_col, time_index=isinstance(raw.index, pd.DatetimeIndex),
+        layout=layout, id_col=id_col, value_col=value_col, ignore=ignore,
+    )
+    if shape.ignored:
+        raw = raw.drop(columns=list(shape.ignored))
+    if shape.kind == "long":
+        raw = _long_to_wide(raw, shape.time_col, id_col, value_col, date_format, place)
+        place = _Place(f"{label} (long layout, pivoted)")
+        stamps = raw.index
+    elif shape.time_col is None:
         stamps = raw.index
     else:
-        time_col = _find_time_column(raw, time_col, place)
-        long_columns = {id_col, time_col, value_col}
-        if layout == "long" or (layout == "auto" and set(raw.columns) == long_columns and len(raw.columns) == 3):
-            raw = _long_to_wide(raw, time_col, id_col, value_col, date_format, place)
-            place = _Place(f"{label} (long layout, pivoted)")
-            stamps = raw.index
-        else:
-            stamps = _parse_times(raw[time_col], time_col, date_format, place)
-            raw = raw.drop(columns=[time_col])
+        stamps = _parse_times(raw[shape.time_col], shape.time_col, date_format, place)
+        raw = raw.drop(columns=[shape.time_col])
     raw.index = pd.DatetimeIndex(stamps, name="date")
     return _finish(raw, place, spec=None, source=label, **options)
 
 
-def _find_time_column(raw: pd.DataFrame, time_col: str | None, place: _Place) -> str:
+def _find_time_column(columns, time_col: str | None, label: str) -> str:
     if time_col is not None:
-        if time_col not in raw.columns:
-            raise DataError(f"{place.label}: time column {time_col!r} not found; columns are {list(raw.columns)}")
+        if time_col not in columns:
+            raise DataError(f"{label}: time column {time_col!r} not found; columns are {list(columns)}")
         return time_col
-    for column in raw.columns:
+    for column in columns:
         if column.lower() in TIME_COLUMN_NAMES:
             return column
     raise DataError(
-        f"{place.label}: no time column: expected a DatetimeIndex or a column named one of "
-        f"{TIME_COLUMN_NAMES}; columns are {list(raw.columns)}. Pass time_col=... (command line: --time-col) to name it."
+        f"{label}: no time column: expected a DatetimeIndex or a column named one of "
+        f"{TIME_COLUMN_NAMES}; columns are {list(columns)}. Pass time_col=... (command line: --time-col) to name it."
     )
 
 
 def _parse_times(column: pd.Series, name: str, date_format: str | None, place: _Place) -> pd.DatetimeIndex:
-    with warnings.catch_warnings():
-        # Without a format pandas warns when it falls back to per-element parsing; the result is
-        # checked below either way.
-        warnings.filterwarnings("ignore", message="Could not infer format", category=UserWarning)
-        try:
-            parsed = pd.to_datetime(column, format=date_format, errors="coerce")
-        except (ValueError, TypeError) as exc:
-            raise DataError(f"{place.label}: column {name!r} cannot be parsed as timestamps: {exc}") from exc
+    parsed = _to_datetime(column, date_format)
+    if not isinstance(parsed, pd.Series) or parsed.dtype == object:
+        # Several UTC offsets (a DST change in local time) have no single pandas dtype: they are one
+        # timeline only once converted to UTC.
+        offsets = _utc_offsets(column, name, place)
+        if len(offsets) > 1:
+            warnings.warn(
+                f"{place.label}: time column {name!r} has mixed UTC offsets ({', '.join(offsets)}); converted to UTC",
+                DataWarning,
+                stacklevel=4,
+            )
+            parsed = _to_datetime(column, date_format, utc=True)
+    if not isinstance(parsed, pd.Series) or parsed.dtype == object:
+        problem = parsed if isinstance(parsed, Exception) else "the values are not one kind of timestamp"
+        raise DataError(f"{place.label}: column {name!r} cannot be parsed as timestamps: {problem}")
     bad = np.flatnonzero(parsed.isna().to_numpy())
     if bad.size:
         i = int(bad[0])
@@ -240,10 +430,38 @@ def _parse_times(column: pd.Series, name: str, date_format: str | None, place: _
     return pd.DatetimeIndex(parsed)
 
 
+def _to_datetime(column: pd.Series, date_format: str | None, utc: bool = False) -> pd.Series | Exception:
+    """``pd.to_datetime`` (unparseable values become NaT), or the exception it raised."""
+    with warnings.catch_warnings():
+        # Without a format pandas warns when it falls back to per-element parsing, and today it
+        # warns (later it will raise) on mixed offsets; the result is checked either way.
+        warnings.filterwarnings("ignore", message="Could not infer format", category=UserWarning)
+        warnings.filterwarnings("ignore", message=".*mixed time zones", category=FutureWarning)
+        try:
+            return pd.to_datetime(column, format=date_format, errors="coerce", utc=utc)
+        except (ValueError, TypeError) as exc:
+            return exc
+
+
+def _utc_offsets(column: pd.Series, name: str, place: _Place) -> list[str]:
+    """The distinct UTC offsets the timestamps end with, as +HH:MM in order of appearance; none if
+    no timestamp has one. Some with and some without is an error: UTC would be a guess for those."""
+    text = column.dropna().astype(str).str.strip()
+    found = text.str.extract(r"(Z|[+-]\d{2}:?\d{2})$", expand=False)
+    missing = np.flatnonzero(found.isna().to_numpy())
+    if missing.size == len(found):
+        return []
+    if missing.size:
+        i = column.index.get_loc(text.index[int(missing[0])])
+        raise DataError(
+            f"{place.label}: time column {name!r} mixes timestamps with and without a UTC offset: {place.row(i)} "
+            f"holds {column.iloc[i]!r}; give every timestamp its offset, or none"
+        )
+    normal = found.str.replace("Z", "+00:00", regex=False).str.replace(r"^([+-]\d{2})(\d{2})$", r"\1:\2", regex=True)
+    return [str(offset) for offset in pd.unique(normal)]
+
+
 def _long_to_wide(raw, time_col, id_col, value_col, date_format, place: _Place) -> pd.DataFrame:
-    for column in (id_col, value_col):
-        if column not in raw.columns:
-            raise DataError(f"{place.label}: long layout needs column {column!r}; columns are {list(raw.columns)}")
     stamps = _parse_times(raw[time_col], time_col, date_format, place)
     keyed = pd.DataFrame({"id": raw[id_col].astype(str).to_numpy(), "time": stamps, "value": raw[value_col].to_numpy()})
     duplicated = np.flatnonzero(keyed.duplicated(["id", "time"]).to_numpy())
@@ -311,7 +529,7 @@ def _finish(
     if frame.shape[1] == 0:
         raise DataError(f"{place.label}: no value columns besides the time column")
     names = [str(c) for c in frame.columns]
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    repeated = sorted(name for name, count in Counter(names).items() if count > 1)
     if repeated:
         raise DataError(f"{place.label}: column name(s) {repeated} appear more than once; each variate needs its own name")
     if all(pd.api.types.is_numeric_dtype(dtype) for dtype in frame.dtypes):

@@ -338,7 +338,8 @@ def _check_series_meta(data: Mapping, path: Path) -> SeriesMeta:
         raise ConfigError(f"{where('input_options')} is a JSON {_json_type(meta.input_options)}; expected an object")
     if "input_columns" in meta.input_options:
         given = _check_names(meta.input_options["input_columns"], where("input_options.input_columns"))
-        absent = [c for c in columns if c not in given]
+        named = set(given)  # a set: linear in the columns
+        absent = [c for c in columns if c not in named]
         if absent:
             raise ConfigError(f"{where('input_options.input_columns')} lacks the model columns {absent}")
     return meta
