@@ -16,7 +16,14 @@ class DatasetNotFoundError(DamchaError, FileNotFoundError):
 
 
 class ChecksumError(DamchaError, ValueError):
-    """A file's sha256 differs from the registry's (the message gives both digests)."""
+    """A file's sha256 differs from the registry's (the message gives both digests).
+
+    ``rejected``: when a search found several such files, one error for each (each with its digests).
+    """
+
+    def __init__(self, message: str, rejected: tuple[ChecksumError, ...] = ()):
+        super().__init__(message)
+        self.rejected = tuple(rejected)
 
 
 class ConfigError(DamchaError, ValueError):

@@ -204,7 +204,8 @@ def locate_dataset(name: str | DatasetSpec, path: str | os.PathLike | None = Non
         + f"\n{_how_to_provide(spec)}"
     )
     if rejected:
-        raise ChecksumError(message + "\nFiles rejected for a wrong checksum:\n  " + "\n  ".join(map(str, rejected)))
+        raise ChecksumError(message + "\nFiles rejected for a wrong checksum:\n  " + "\n  ".join(map(str, rejected)),
+                            rejected=tuple(rejected))
     raise DatasetNotFoundError(message)
 
 

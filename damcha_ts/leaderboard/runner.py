@@ -122,9 +122,9 @@ def corrupt_dataset_message(dataset: str, error: Exception, n_cells: int) -> Cor
     from damcha_ts.data import get_spec
 
     spec = get_spec(dataset)
-    # locate_dataset's error lists every place it searched, then the rejected files with both
-    # digests: those are what matter here.
-    details = str(error).rpartition("Files rejected for a wrong checksum:")[2].strip()
+    # Of a search's error (every place searched, then the rejected files), the rejected files with
+    # their digests are what matter here.
+    details = "\n  ".join(map(str, getattr(error, "rejected", ()))) or str(error)
     message = (
         f"{dataset}: the data file {spec.filename} is corrupt (it fails its checksum), so "
         f"its {n_cells} leaderboard cell(s) were not run; replace it with the canonical file.\n"
