@@ -82,8 +82,8 @@ def _name(path: str | None) -> str:
 def checkpoint_problem(path: Path) -> str | None:
     """Why ``path`` cannot be resumed from (None: it can). Reads it as a weights-only checkpoint and
     checks that the best checkpoint it refers to is a file beside it."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+    try:  # mmap: the structure is read and checked, the weights are not read twice (Lightning reads them)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except (PermissionError, FileNotFoundError, IsADirectoryError, MemoryError):
         raise  # the machine's problem, not the file's (a truncated file is an OSError EINVAL in torch)
     except Exception as exc:  # noqa: BLE001 - truncated, empty, pickled code, not a checkpoint at all
