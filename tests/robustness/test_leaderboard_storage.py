@@ -101,6 +101,18 @@ def _nothing_written(folder: Path) -> None:
     assert not (folder / "results").exists() or not any((folder / "results").iterdir())
 
 
+def _report_grids_file(content: str):
+    """A user's results folder whose report_grids.yaml holds ``content``; the report is regenerated."""
+
+    def make(folder: Path, fixtures: dict) -> list[str]:
+        _copy_results(folder, fixtures)
+        (folder / "results" / "report_grids.yaml").write_text(content)
+        (folder / "before.json").write_text(json.dumps(_snapshot(folder / "results")))
+        return _leaderboard(folder, SMOKE, "--report-only")
+
+    return make
+
+
 # --- storage URLs --------------------------------------------------------------------------------
 
 
@@ -142,6 +154,15 @@ CASES = [
          1, CORRUPT_DIGESTS, after=_nothing_written),
     Case("leaderboard_missing_data_file_is_skipped_and_writes_nothing", lambda f, _: _smoke_on(f, corrupt=False),
          0, "the data file ETTh1.csv is missing", after=_nothing_written),
+    Case("report_grids_yaml_that_is_not_yaml_is_named", _report_grids_file("grids: [a, b\n"), 2,
+         "report_grids.yaml: not valid YAML", after=_nothing_changed),
+    Case("report_grids_yaml_without_a_list_is_named", _report_grids_file("grids: 5\n"), 2,
+         "report_grids.yaml: expected 'grids:' with a list of grid files", after=_nothing_changed),
+    Case("report_grids_yaml_empty_is_named", _report_grids_file(""), 2,
+         "report_grids.yaml: expected 'grids:' with a list of grid files", after=_nothing_changed),
+    Case("report_grids_yaml_naming_a_missing_grid_says_so_and_reports_the_rest",
+         _report_grids_file("grids: [configs/leaderboard/no_such_grid.yaml, configs/leaderboard/traffic.yaml]\n"), 0,
+         "lists configs/leaderboard/no_such_grid.yaml, which is not a file"),
     Case("storage_password_in_the_query_string_is_hidden",
          _tune(f"postgresql+psycopg2://u@{CLOSED}/db?password={SECRET}"), 2,
          f"storage 'postgresql+psycopg2://u@{CLOSED}/db?password=***' cannot be opened"),
@@ -174,7 +195,7 @@ def test_matrix(case, tmp_path, request, monkeypatch):
     monkeypatch.setenv("DAMCHA_TS_CACHE", str(tmp_path / "empty_cache"))
     monkeypatch.setenv("DAMCHA_TS_DATA", os.environ.get("DAMCHA_TS_DATA", str(tmp_path / "no_data")))
     fixtures = {}
-    if case.name.startswith("leaderboard_run"):  # the cases that train into a results folder
+    if case.name.startswith(("leaderboard_run", "report_grids")):  # the cases that use a results folder
         fixtures = {name: request.getfixturevalue(name) for name in ("reported_results", "data_root")}
     outcome = check_case(case, tmp_path / "case", fixtures)
     assert SECRET not in outcome.stdout + outcome.stderr
