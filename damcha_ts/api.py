@@ -608,7 +608,7 @@ def _model_config(model: str, lookback: int, horizon: int, options: Mapping[str,
         raise ConfigError(f"unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
     config = make_config({"name": model, **options, "seq_len": lookback, "pred_len": horizon})
     family = model.partition("_")[0]
-    name = f"{family}_{getattr(config, registry.FAMILIES[family][2])}"
+    name = f"{family}_{getattr(config, registry.FAMILIES[family].attention_field)}"
     return {"name": name, **dataclasses.asdict(config)}
 
 

@@ -215,17 +215,8 @@ class QuantileForecastModel(nn.Module):
         return self.point_model.parameter_groups(learning_rate, weight_decay, compact_lr_scale)
 
 
-def build_quantile_model(config: dict, quantiles: Sequence[float]) -> QuantileForecastModel:
-    """Build ``QuantileForecastModel`` from a model config dict whose ``pred_len`` is the horizon H.
-
-    ``config`` is what ``damcha_ts.models.build_model`` takes (``{"name": ..., "seq_len": ...,
-    "pred_len": H, ...}``); the point model is built with ``pred_len = H·Q``.
-    """
-    if not isinstance(config, dict) or "pred_len" not in config:
-        raise ConfigError("build_quantile_model needs a model config dict with 'pred_len' (the horizon H)")
-    levels = validate_quantiles(quantiles)
-    horizon = int(config["pred_len"])
-    if horizon < 1:
-        raise ConfigError(f"model config pred_len must be >= 1, got {config['pred_len']!r}")
-    point_model = build_model({**config, "pred_len": horizon * len(levels)})
-    return QuantileForecastModel(point_model, levels)
+def build_quantile_model(config: Mapping, quantiles: Sequence[float]) -> QuantileForecastModel:
+    """``build_model(config, quantiles=quantiles)``; ``config["pred_len"]`` (the horizon H) must be given."""
+    if not isinstance(config, Mapping) or "pred_len" not in config:
+        raise ConfigError("build_quantile_model needs a model config mapping with 'pred_len' (the horizon H)")
+    return build_model(config, quantiles=quantiles)

@@ -1,56 +1,116 @@
-"""Build any model from a config dict, so configs, CLI, leaderboard and tuning construct models alike.
+"""The model families, one :class:`ModelSpec` each: every surface (configs, CLI, leaderboard,
+tuning, GluonTS) names, validates and builds models through this file.
 
     build_model({"name": "itransformer_damcha", "seq_len": 96, "pred_len": 96, "d_model": 256})
     build_model("gateformer_mha", pred_len=192)
+    build_model("itransformer_mha", quantiles=[0.1, 0.9])   # [B, Q, H, N] monotone quantiles
 
-The name picks the family and sets its attention switch (``attention`` for iTransformer,
-``variate_attention`` for Gateformer). The bare family names ``"itransformer"`` / ``"gateformer"``
-leave the switch to the explicit keys. ``asdict(model.config) | {"name": model.name}`` rebuilds the model.
+A full name (``itransformer_damcha``) picks the family and sets its attention switch (``attention``
+for iTransformer, ``variate_attention`` for Gateformer); a bare family name (``itransformer``) leaves
+the switch to the explicit keys. ``asdict(model.config) | {"name": model.name}`` rebuilds the model.
+A new family is one more ``ModelSpec`` in ``FAMILIES``.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 from damcha_ts.errors import ConfigError
+from damcha_ts.models.attention import ATTENTION_KINDS
 from damcha_ts.models.base import ForecastModel
 from damcha_ts.models.gateformer import Gateformer, GateformerConfig
 from damcha_ts.models.itransformer import ITransformer, ITransformerConfig
+from damcha_ts.schema import reject_unknown_keys
 
-MODEL_NAMES = ("itransformer_mha", "itransformer_damcha", "gateformer_mha", "gateformer_damcha")
 
-# family -> (config class, model class, the config field that the name's suffix sets)
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model family: its config dataclass, its model class, and the config field that the
+    attention suffix of a model name sets."""
+
+    family: str
+    config_class: type
+    model_class: type
+    attention_field: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f"{self.family}_{kind}" for kind in ATTENTION_KINDS)
+
+    @property
+    def keys(self) -> list[str]:
+        """Every key a model config of this family accepts (``name`` first)."""
+        return ["name", *(f.name for f in fields(self.config_class))]
+
+    def canonical_name(self, config) -> str:
+        """The full name of a built config: ``itransformer`` + ``attention="damcha"`` -> ``itransformer_damcha``."""
+        return f"{self.family}_{getattr(config, self.attention_field)}"
+
+
 FAMILIES = {
-    "itransformer": (ITransformerConfig, ITransformer, "attention"),
-    "gateformer": (GateformerConfig, Gateformer, "variate_attention"),
+    spec.family: spec
+    for spec in (
+        ModelSpec("itransformer", ITransformerConfig, ITransformer, "attention"),
+        ModelSpec("gateformer", GateformerConfig, Gateformer, "variate_attention"),
+    )
 }
+MODEL_NAMES = tuple(name for spec in FAMILIES.values() for name in spec.names)
 
 
-def make_config(config: dict | str, **overrides) -> ITransformerConfig | GateformerConfig:
-    """The validated config dataclass for a name or a ``{"name": ..., **hyperparameters}`` dict."""
+def model_spec(name: Any, *, where: str = "model name") -> ModelSpec:
+    """The family of a full or bare model name; ConfigError naming the valid ones otherwise."""
+    family = str(name).partition("_")[0]
+    if name not in MODEL_NAMES and name not in FAMILIES:
+        close = difflib.get_close_matches(str(name), MODEL_NAMES, n=2)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"{where} {name!r} is unknown{hint}; valid names: {', '.join(MODEL_NAMES + tuple(FAMILIES))}")
+    return FAMILIES[family]
+
+
+def make_config(config: Mapping | str, **overrides) -> ITransformerConfig | GateformerConfig:
+    """The validated config dataclass for a name or a ``{"name": ..., **hyperparameters}`` mapping."""
     values = {"name": config} if isinstance(config, str) else dict(config)
     values.update(overrides)
     name = values.pop("name", None)
-    family, _, kind = str(name).partition("_")
-    if name not in MODEL_NAMES and name not in FAMILIES:
-        valid_names = ", ".join(MODEL_NAMES + tuple(FAMILIES))
-        raise ConfigError(f"model name {name!r} is unknown; valid names: {valid_names}")
-    config_class, _, switch = FAMILIES[family]
-    valid = [f.name for f in fields(config_class)]
-    for key in values:
-        if key not in valid:
-            raise ConfigError(
-                f"unknown key {key!r} for model {name!r}; valid keys: name, {', '.join(valid)}"
-            )
+    spec = model_spec(name)
+    reject_unknown_keys(values, spec.keys, "")
+    kind = str(name).partition("_")[2]
     if kind:
+        switch = spec.attention_field
         if values.get(switch, kind) != kind:
             raise ConfigError(f"model name {name!r} contradicts {switch}={values[switch]!r}")
         values[switch] = kind
-    return config_class(**values)
+    return spec.config_class(**values)
 
 
-def build_model(config: dict | str, **overrides) -> ForecastModel:
-    """A new model (random init, float32, train mode) from a name or a config dict; see module doc."""
+def resolve_model_config(config: Mapping | str, **overrides) -> dict:
+    """The complete plain model config: canonical name first, then every hyperparameter (defaults
+    included), so that it alone defines the model."""
     model_config = make_config(config, **overrides)
-    model_class = next(m for c, m, _ in FAMILIES.values() if isinstance(model_config, c))
-    return model_class(model_config)
+    return {"name": spec_of(model_config).canonical_name(model_config), **asdict(model_config)}
+
+
+def spec_of(model_config) -> ModelSpec:
+    """The family of a config dataclass."""
+    return next(spec for spec in FAMILIES.values() if isinstance(model_config, spec.config_class))
+
+
+def build_model(config: Mapping | str, *, quantiles: Sequence[float] | None = None, **overrides) -> ForecastModel:
+    """A new model (random init, float32, train mode) from a name or a config mapping; see module doc.
+
+    With ``quantiles`` the model forecasts those levels (0.5 added) as [B, Q, H, N]: the point
+    model is built with ``pred_len = H·Q`` and wrapped (:class:`damcha_ts.probabilistic.QuantileForecastModel`).
+    """
+    model_config = make_config(config, **overrides)
+    if quantiles is None:
+        return spec_of(model_config).model_class(model_config)
+    from damcha_ts.probabilistic import QuantileForecastModel, validate_quantiles
+
+    levels = validate_quantiles(quantiles)
+    if model_config.pred_len < 1:
+        raise ConfigError(f"model config pred_len must be >= 1, got {model_config.pred_len!r}")
+    point_config = replace(model_config, pred_len=model_config.pred_len * len(levels))
+    return QuantileForecastModel(spec_of(point_config).model_class(point_config), levels)

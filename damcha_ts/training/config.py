@@ -364,7 +364,7 @@ def _validate(config: dict) -> dict:
     model_config = make_config(dict(model))
     # A bare family name ("itransformer") plus explicit attention keys resolves to the full name.
     family = str(name).partition("_")[0]
-    switch = registry.FAMILIES[family][2]
+    switch = registry.FAMILIES[family].attention_field
     config["model"] = {"name": f"{family}_{getattr(model_config, switch)}", **plain_values(dataclasses.asdict(model_config))}
     config["training"] = dataclasses.asdict(TrainingConfig.from_dict(training))
     for section, key, default in LATE_FIELDS:
@@ -404,7 +404,7 @@ def model_keys(name: str) -> list[str]:
     family = str(name).partition("_")[0]
     if family not in registry.FAMILIES:
         raise ConfigError(f"model name {name!r} is unknown; valid names: {', '.join(registry.MODEL_NAMES)}")
-    config_class = registry.FAMILIES[family][0]
+    config_class = registry.FAMILIES[family].config_class
     return ["name", *(f.name for f in dataclasses.fields(config_class))]
 
 
