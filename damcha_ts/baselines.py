@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from damcha_ts.data.protocol import SeriesData
+from damcha_ts.data.protocol import SeriesData, scored_slice
 from damcha_ts.errors import ConfigError
 
 METHODS = ("repeat_last", "window_mean")
@@ -40,7 +40,7 @@ def evaluate_naive(data: SeriesData, method: str, split: str = "test") -> dict:
     border1, border2 = data.borders[split]
     n_windows = data.window_count(split)
     L, H = data.seq_len, data.pred_len
-    target_columns = slice(-1, None) if data.features == "MS" else slice(None)
+    target_columns = scored_slice(data.features)
     result: dict = {"method": method, "split": split, "windows": n_windows}
     for suffix, rows in (("", data.scaled), ("_raw", data.values)):
         rows = rows[border1:border2].astype(np.float64)

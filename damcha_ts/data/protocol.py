@@ -127,6 +127,11 @@ class SeriesData:
     def n_variates(self) -> int:
         return len(self.columns)
 
+    @property
+    def target_only(self) -> bool:
+        """Whether models forecast only the target (the last column; ``MS``), see :func:`scored_slice`."""
+        return scored_slice(self.features) != slice(None)
+
 
 def _check_split(split: str) -> str:
     if split not in SPLITS:
@@ -293,6 +298,12 @@ def _model_columns(available: list[str], features: str, target: str, name: str) 
     if features == "S":
         return [target]
     return [c for c in available if c != target] + [target]
+
+
+def scored_slice(features: str) -> slice:
+    """The model columns a forecast is scored on and returned for: in ``MS`` mode the target alone,
+    which :func:`_model_columns` puts last; every column otherwise. The one place of this rule."""
+    return slice(-1, None) if features == "MS" else slice(None)
 
 
 def describe(data: SeriesData) -> dict:

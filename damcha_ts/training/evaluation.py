@@ -86,8 +86,10 @@ def split_loader(series, split: str, batch_size: int = 256):
 
 def scored_scaler(series):
     """The scaler of the columns that are scored: the target alone in ``MS`` mode."""
-    return series.scaler.select([-1]) if series.features == "MS" else series.scaler
+    return series.scaler.select([-1]) if series.target_only else series.scaler
 
 
 def scored_columns(series) -> list[str]:
-    return list(series.columns[-1:]) if series.features == "MS" else list(series.columns)
+    from damcha_ts.data.protocol import scored_slice
+
+    return list(series.columns[scored_slice(series.features)])

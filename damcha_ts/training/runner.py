@@ -212,7 +212,7 @@ def fit_series(
     datamodule = ForecastDataModule(
         series, batch_size=training.batch_size, num_workers=training.num_workers, seed=training.seed
     )
-    module = ForecastModule(model_config, dataclasses.asdict(training), target_only=series.features == "MS")
+    module = ForecastModule(model_config, dataclasses.asdict(training), target_only=series.target_only)
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     if ckpt_path is not None and trainer.is_global_zero:
         _restore_log_history(out_dir / LOG_DIR)
