@@ -1,7 +1,8 @@
 """Data layer: benchmark registry, file location and download, loading, the protocol, windows.
 
-Importing this package needs only NumPy and pandas; ``WindowDataset`` and ``ForecastDataModule``
-(torch / Lightning) are imported on first use.
+Importing this package imports nothing heavy: every name below loads its module (NumPy and pandas
+for the loaders, torch / Lightning for ``WindowDataset`` and ``ForecastDataModule``) on first use,
+so that the typed options (``damcha_ts.data.options``) are read with configs at no cost.
 
     >>> from damcha_ts.data import prepare
     >>> data = prepare("ETTh1", seq_len=96, pred_len=96)        # doctest: +SKIP
@@ -10,11 +11,6 @@ Importing this package needs only NumPy and pandas; ``WindowDataset`` and ``Fore
 """
 
 from __future__ import annotations
-
-from damcha_ts.data.frames import frame_info, load_frame
-from damcha_ts.data.protocol import SeriesData, StandardScaler, describe, prepare, split_borders, time_features
-from damcha_ts.data.registry import DATASETS, DatasetSpec, DataWarning, get_spec
-from damcha_ts.data.storage import cache_dir, checksum_status, download_dataset, file_sha256, locate_dataset, verify_file
 
 __all__ = [
     "DATASETS",
@@ -39,11 +35,20 @@ __all__ = [
     "verify_file",
 ]
 
-_LAZY = {"WindowDataset": "damcha_ts.data.windows", "ForecastDataModule": "damcha_ts.data.datamodule"}
+_LAZY = {
+    **dict.fromkeys(("frame_info", "load_frame"), "damcha_ts.data.frames"),
+    **dict.fromkeys(("SeriesData", "StandardScaler", "describe", "prepare", "split_borders", "time_features"),
+                    "damcha_ts.data.protocol"),
+    **dict.fromkeys(("DATASETS", "DatasetSpec", "DataWarning", "get_spec"), "damcha_ts.data.registry"),
+    **dict.fromkeys(("cache_dir", "checksum_status", "download_dataset", "file_sha256", "locate_dataset", "verify_file"),
+                    "damcha_ts.data.storage"),
+    "WindowDataset": "damcha_ts.data.windows",
+    "ForecastDataModule": "damcha_ts.data.datamodule",
+}
 
 
 def __getattr__(name: str):
-    # torch and Lightning load only when someone asks for the torch-facing classes.
+    # Each module loads when one of its names is first asked for.
     if name in _LAZY:
         import importlib
 

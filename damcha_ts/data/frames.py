@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from damcha_ts.data.options import check_fill, check_layout
 from damcha_ts.data.registry import (
     DatasetSpec,
     DataWarning,
@@ -38,8 +39,6 @@ from damcha_ts.errors import ConfigError, DataError, DatasetNotFoundError
 ATTRS_KEY = "damcha_ts"
 # Column names recognised as the time axis when ``time_col`` is not given (compared lower-case).
 TIME_COLUMN_NAMES = ("date", "time", "timestamp", "datetime", "ds")
-FILL_POLICIES = ("ffill", "interpolate", "zero")
-LAYOUTS = ("auto", "wide", "long")
 # Delimiters recognised in a CSV header when ``sep`` is not given; the first wins a tie.
 SEPARATORS = (",", ";", "\t", "|")
 # From this many columns on, a CSV is parsed in one pass (see read_csv_frame).
@@ -97,8 +96,7 @@ def load_frame(
     across a train/validation border is filled partly from validation data; ``"ffill"`` and
     ``"zero"`` never look ahead (except ``"ffill"`` for a gap at the very start).
     """
-    if fill is not None and fill not in FILL_POLICIES:
-        raise ConfigError(f"fill must be None or one of {FILL_POLICIES}, got {fill!r}")
+    check_fill(fill)
     check_layout(layout)
     user_options = dict(freq=freq, fill=fill, allow_irregular=allow_irregular, ignore=ignore)
 
@@ -277,11 +275,6 @@ def _csv_origin(frame: pd.DataFrame) -> str | None:
 def frame_label(frame: pd.DataFrame) -> str:
     """How errors name a frame: its CSV file when read_csv_frame read it, else "DataFrame"."""
     return _csv_origin(frame) or "DataFrame"
-
-
-def check_layout(layout: str) -> None:
-    if layout not in LAYOUTS:
-        raise ConfigError(f"layout must be one of {LAYOUTS}, got {layout!r}")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.data.frames import Source, check_freq, frame_info, load_frame
+from damcha_ts.data.options import FEATURE_MODES, check_features  # noqa: F401 (FEATURE_MODES: re-exported)
 from damcha_ts.data.registry import SPLIT_KINDS, get_spec
 from damcha_ts.errors import ConfigError, DataError
 
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from damcha_ts.data.windows import WindowDataset
 
 SPLITS = ("train", "val", "test")
-FEATURE_MODES = ("M", "S", "MS")
 # ETT borders count "months" of 30 days: 12 train, 4 val, 4 test (protocol.md §1.2).
 _ETT_MONTH_HOURS = 30 * 24
 # TSLib's "custom" split: 70 % train, 20 % test, the rest validation.
@@ -237,8 +237,7 @@ def prepare(
     for argument, value in (("seq_len", seq_len), ("pred_len", pred_len)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ConfigError(f"{argument} must be a positive integer, got {value!r}")
-    if features not in FEATURE_MODES:
-        raise ConfigError(f"features must be one of {FEATURE_MODES}, got {features!r}")
+    check_features(features)
 
     frame = load_frame(source, fill=fill, allow_irregular=allow_irregular, **load_options)
     info = frame_info(frame)

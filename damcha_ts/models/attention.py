@@ -29,7 +29,7 @@ import functools
 import math
 import os
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 import torch.nn.functional as F
@@ -78,8 +78,9 @@ class DamchaOptions:
     parameterization: str = "compact"
     share_generator: bool = True
     static_metric: bool = False
-    generator_dropout: float | None = None
-    generator_init: str = "default"
+    # Added after the first leaderboard runs (run-config schema 2: left out of a config at their default).
+    generator_dropout: float | None = field(default=None, metadata={"since": 2})
+    generator_init: str = field(default="default", metadata={"since": 2})
     attn_backend: str = "auto"
 
     def __post_init__(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from damcha_ts.training.config import (
     CONFIG_ROOT,
     LR_SCHEDULES,
+    RunConfig,
     TrainingConfig,
     available_configs,
     config_hash,
@@ -24,6 +25,7 @@ __all__ = [
     "CONFIG_ROOT",
     "LR_SCHEDULES",
     "ForecastModule",
+    "RunConfig",
     "TrainingConfig",
     "available_configs",
     "build_trainer",

@@ -1,60 +1,74 @@
-"""Run configurations: YAML files with ``extends:``, per-horizon sections and ``a.b=value`` overrides.
+"""One typed run configuration, parsed and validated once at the edge, trusted by every layer after.
 
-A run config has three sections, each a flat mapping:
+    run = RunConfig.load("itransformer_damcha/etth1", horizon=96, overrides=["training.max_epochs=3"])
+    run.data.protocol.seq_len, run.model.d_model, run.training.learning_rate
+    run.to_dict()        # {"data": {...}, "model": {...}, "training": {...}}: what config.yaml holds
+    run.config_hash()    # 12 hex digits identifying the run (leaderboard rows, resumes, studies)
 
-- ``data``: ``dataset`` (a benchmark name or a CSV path) plus keyword arguments of
-  :func:`damcha_ts.data.prepare` (``seq_len``, ``pred_len``, ``features``, ...);
-- ``model``: ``name`` (one of :data:`damcha_ts.models.MODEL_NAMES`) plus model hyperparameters;
-  ``seq_len`` and ``pred_len`` are copied from ``data`` (one source of truth);
+A run config has three sections:
+
+- ``data``: ``dataset`` (a benchmark name or a CSV path), the protocol options
+  (:class:`damcha_ts.data.options.ProtocolOptions`: ``seq_len``, ``pred_len``, ``features``, ...)
+  and the read options (:class:`damcha_ts.data.options.ReadOptions`: ``time_col``, ``sep``, ...);
+- ``model``: ``name`` (one of :data:`damcha_ts.models.MODEL_NAMES`) plus the family's
+  hyperparameters; ``seq_len`` and ``pred_len`` are copied from ``data`` (one source of truth);
 - ``training``: the fields of :class:`TrainingConfig`.
 
-A file may also hold ``extends:`` (a path, or a list of paths, relative to the file; the file's own
-keys win) and ``horizons:`` (``{96: {model: {...}}, 336: {...}}``: sections merged in when the run's
-horizon matches, because the reference scripts tune some settings per horizon).
-:func:`load_run_config` resolves all of that into the plain three-section dict the trainer takes.
+Files, command lines, ``Forecaster`` keywords and search samples all end as a ``RunConfig``
+(files are read by :mod:`damcha_ts.training.config_files`). Its dict form spells every setting out
+(defaults included), so that the saved ``config.yaml`` alone defines the run.
+
+**Schema versions.** A field added after runs were recorded carries ``metadata={"since": N}``; at
+its default it is left out of the dict form, so a config that does not use it resolves and hashes
+exactly as before the field existed (earlier runs stay resumable, their leaderboard rows current).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import datetime
-import difflib
 import hashlib
-import inspect
 import json
-import re
-import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path, PurePath
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
 
 from damcha_ts.errors import ConfigError
-
-
-def _find_config_root() -> Path:
-    """The checkout's ``configs/`` (editable installs, CI), else the copy a built wheel carries."""
-    checkout = Path(__file__).resolve().parents[2] / "configs"
-    return checkout if checkout.is_dir() else Path(__file__).resolve().parents[1] / "configs"
-
+from damcha_ts.schema import SHIPPED_ROOT, coerce, plain_values, reject_unknown_keys, yaml_number
+from damcha_ts.training.config_files import (
+    SECTIONS,
+    available_configs,
+    find_config,
+    official_config_name,
+    parse_override,
+    read_config,
+)
 
 #: The shipped configs: ``configs/`` at the repository root; setup.py copies it into wheels.
-CONFIG_ROOT = _find_config_root()
+CONFIG_ROOT = SHIPPED_ROOT
+#: The newest schema: version 1 plus the fields marked ``since: 2``.
+SCHEMA_VERSION = 2
+#: Learning-rate schedules as multiplicative factors of the epoch index (0 = first epoch).
+LR_SCHEDULES = ("type1", "constant", "cosine")
 
-SECTIONS = ("data", "model", "training")
-_FILE_KEYS = (*SECTIONS, "extends", "horizons")
-# Keys of the data section that are not keyword arguments of prepare().
-_DATA_OWN_KEYS = ("dataset",)
-_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+__all__ = [
+    "CONFIG_ROOT", "LR_SCHEDULES", "SCHEMA_VERSION", "SECTIONS", "DataConfig", "RunConfig", "TrainingConfig",
+    "available_configs", "config_hash", "find_config", "load_run_config", "model_keys", "official_config_name",
+    "parse_override", "plain_values", "split_keywords",
+]
 
 
-@dataclass
+def _since(version: int) -> dict:
+    return {"since": version}
+
+
+@dataclass(frozen=True)
 class TrainingConfig:
     """How one model is trained (the ``training`` section of a run config).
 
     Defaults are the iTransformer protocol's (protocol.md §2.2); Gateformer configs override
-    ``seed``, ``batch_size`` and ``learning_rate`` (§3.2).
+    ``seed``, ``batch_size`` and ``learning_rate`` (§3.2). Every other place takes its defaults
+    from here.
     """
 
     max_epochs: int = 10
@@ -81,29 +95,30 @@ class TrainingConfig:
     variate_fraction: float = 1.0
     # Quantile levels for a probabilistic model trained on the pinball loss (0.5 is added: the
     # median is the point forecast); None trains a point model on the MSE.
-    quantiles: list[float] | None = None
+    quantiles: list[float] | None = field(default=None, metadata=_since(2))
     # Ablation of DAMCHA's compact-generator multiplier (learning rate x scale, weight decay / scale).
     # None: n_heads, which trains exactly as the reference full D*D layer (damcha.md §10 (b)).
-    compact_lr_scale: float | None = None
+    compact_lr_scale: float | None = field(default=None, metadata=_since(2))
 
     def __post_init__(self) -> None:
         hints = get_type_hints(type(self))
-        for field in dataclasses.fields(self):
-            if field.name == "quantiles":
-                continue  # a list, not a scalar: validated below
-            value = _coerce(getattr(self, field.name), hints[field.name], f"training.{field.name}")
-            setattr(self, field.name, value)
-        if isinstance(self.quantiles, str) and self.quantiles.lower() in ("none", "null"):
-            self.quantiles = None
-        if self.quantiles is not None:
+        for f in dataclasses.fields(self):
+            if f.name != "quantiles":  # a list, not a scalar: validated below
+                object.__setattr__(self, f.name, coerce(getattr(self, f.name), hints[f.name], f"training.{f.name}"))
+        quantiles = self.quantiles
+        if isinstance(quantiles, str) and quantiles.lower() in ("none", "null"):
+            quantiles = None
+        if quantiles is not None:
             from damcha_ts.probabilistic import validate_quantiles  # imports torch: only now
 
             # Stored validated (sorted, unique, 0.5 added) as a plain list, so it survives YAML/JSON.
-            self.quantiles = list(validate_quantiles(self.quantiles, argument="training.quantiles"))
+            quantiles = list(validate_quantiles(quantiles, argument="training.quantiles"))
+        object.__setattr__(self, "quantiles", quantiles)
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
         if self.lr_schedule not in LR_SCHEDULES:
-            raise ConfigError(
-                f"training.lr_schedule={self.lr_schedule!r} is not one of {sorted(LR_SCHEDULES)}"
-            )
+            raise ConfigError(f"training.lr_schedule={self.lr_schedule!r} is not one of {sorted(LR_SCHEDULES)}")
         for name in ("max_epochs", "batch_size", "num_nodes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"training.{name} must be >= 1, got {getattr(self, name)}")
@@ -118,294 +133,158 @@ class TrainingConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrainingConfig:
-        _reject_unknown(values, [f.name for f in dataclasses.fields(cls)], "training")
+        reject_unknown_keys(values, KEYS["training"], "training")
         return cls(**values)
 
-
-#: Learning-rate schedules as multiplicative factors of the epoch index (0 = first epoch).
-LR_SCHEDULES = ("type1", "constant", "cosine")
-
-
-def _coerce(value: Any, annotation: Any, where: str) -> Any:
-    """Convert YAML/CLI scalars to the annotated type (YAML reads ``1e-4`` as a string)."""
-    options = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
-    if value is None:
-        if type(None) in options:
-            return None
-        raise ConfigError(f"{where} must not be null")
-    if isinstance(value, str) and value.lower() in ("none", "null") and type(None) in options:
-        return None
-    for option in options:
-        if option is bool:
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.lower() in ("true", "false"):
-                return value.lower() == "true"
-        elif option is int:
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-            if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value):
-                return int(value)
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-        elif option is float:
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
-            if isinstance(value, str) and _NUMBER.match(value):
-                return float(value)
-        elif option is str and isinstance(value, str):
-            return value
-    names = " or ".join(getattr(o, "__name__", str(o)) for o in options)
-    raise ConfigError(f"{where}={value!r} is not a valid {names}")
+    def to_dict(self) -> dict:
+        return _section_dict(self)
 
 
-def _reject_unknown(values: Mapping[str, Any], valid: Sequence[str], section: str) -> None:
-    for key in values:
-        if key not in valid:
-            close = difflib.get_close_matches(str(key), list(valid), n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise ConfigError(
-                f"unknown key {section}.{key}{hint} (valid keys: {', '.join(sorted(valid))})"
-            )
+@dataclass(frozen=True)
+class DataConfig:
+    """The ``data`` section: what to read (``dataset``), how to read it, how to cut it into windows."""
+
+    dataset: str
+    protocol: Any  # damcha_ts.data.options.ProtocolOptions
+    read: Any  # damcha_ts.data.options.ReadOptions
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> DataConfig:
+        from damcha_ts.data.options import split_options
+
+        values = dict(values)
+        dataset = values.pop("dataset", None)
+        if not dataset:
+            raise ConfigError("data.dataset is missing: give a benchmark name or a CSV path")
+        read, protocol = split_options(values, where="data")
+        return cls(str(dataset) if isinstance(dataset, Path) else dataset, protocol, read)
+
+    def to_dict(self) -> dict:
+        return plain_values({"dataset": self.dataset, **self.protocol.keywords(), **self.read.given()})
+
+    def prepare(self):
+        """The :class:`damcha_ts.data.SeriesData` this section describes."""
+        from damcha_ts.data import prepare
+
+        return prepare(self.dataset, **self.protocol.keywords(), **self.read.keywords())
 
 
-def _deep_merge(base: dict, update: Mapping) -> dict:
-    """Return ``base`` updated recursively by ``update`` (mappings merge, everything else replaces)."""
-    merged = copy.deepcopy(base)
-    for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _deep_merge(dict(merged[key]), value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
+@dataclass(frozen=True)
+class RunConfig:
+    """A whole run: data, model (the family's config dataclass) and training settings."""
+
+    data: DataConfig
+    model: Any  # ITransformerConfig | GateformerConfig (see damcha_ts.models.registry)
+    training: TrainingConfig
+
+    @classmethod
+    def load(
+        cls,
+        source: str | Path | Mapping | RunConfig,
+        *,
+        horizon: int | None = None,
+        updates: Mapping[str, Mapping[str, Any]] | None = None,
+        overrides: Sequence[str] = (),
+    ) -> RunConfig:
+        """From a YAML path, a shipped name (``"itransformer_damcha/etth1"``), a mapping of the same
+        shape (raw or resolved) or a RunConfig; see :func:`damcha_ts.training.config_files.read_config`
+        for ``horizon``, ``updates`` (typed values) and ``overrides`` (``section.key=value`` text).
+
+        Raises:
+            ConfigError: unknown sections or keys (named, with close names), bad values, missing
+                dataset or model name.
+        """
+        if isinstance(source, RunConfig):
+            if horizon is None and not updates and not overrides:
+                return source
+            source = source.to_dict()
+        return cls.from_dict(read_config(source, horizon=horizon, updates=updates, overrides=overrides))
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Mapping[str, Any]]) -> RunConfig:
+        """From a mapping with the three sections (no ``extends``/``horizons``: see :meth:`load`)."""
+        reject_unknown_keys(config, SECTIONS, "", source="config")
+        data = DataConfig.from_dict(config.get("data") or {})
+        model = _model_section(config.get("model") or {}, data.protocol)
+        return cls(data, model, TrainingConfig.from_dict(config.get("training") or {}))
+
+    @property
+    def model_name(self) -> str:
+        from damcha_ts.models.registry import spec_of
+
+        return spec_of(self.model).canonical_name(self.model)
+
+    def model_dict(self) -> dict:
+        """The model section: canonical name, then every hyperparameter (``build_model`` takes it)."""
+        return {"name": self.model_name, **_section_dict(self.model)}
+
+    def to_dict(self) -> dict:
+        return {"data": self.data.to_dict(), "model": self.model_dict(), "training": self.training.to_dict()}
+
+    def config_hash(self) -> str:
+        return config_hash(self.to_dict())
 
 
-def available_configs() -> list[str]:
-    """Names of the shipped configs, e.g. ``"itransformer_damcha/etth1"``."""
-    if not CONFIG_ROOT.is_dir():
-        return []
-    names = (path.relative_to(CONFIG_ROOT) for path in CONFIG_ROOT.rglob("*.yaml"))
-    # Run configs only: not the shared bases (_base/), leaderboard grids or search spaces.
-    return sorted(str(name.with_suffix("")) for name in names
-                  if not name.parts[0].startswith("_") and name.parts[0] not in ("leaderboard", "search"))
+def _model_section(values: Mapping[str, Any], protocol) -> Any:
+    """The model config dataclass: the name checked, numbers written as text read as numbers, and
+    ``seq_len`` / ``pred_len`` taken from the data section (a different value there is an error)."""
+    from damcha_ts.models.registry import make_config, model_spec
 
-
-def find_config(name: str | Path) -> Path:
-    """A config file from a path or a shipped name (``"itransformer_damcha/etth1"``)."""
-    path = Path(name)
-    if path.is_file():
-        return path
-    shipped = CONFIG_ROOT / f"{name}.yaml" if not str(name).endswith((".yaml", ".yml")) else None
-    if shipped is not None and shipped.is_file():
-        return shipped
-    names = available_configs()
-    close = difflib.get_close_matches(str(name).lower(), names, n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else f" (shipped configs: {', '.join(names)})"
-    raise ConfigError(f"config {str(name)!r} is neither a file nor a shipped config{hint}")
-
-
-def official_config_name(model: str, dataset: str) -> str | None:
-    """The shipped config for a model on a benchmark dataset, or None when there is none."""
-    name = f"{model}/{dataset.lower()}"
-    return name if (CONFIG_ROOT / f"{name}.yaml").is_file() else None
-
-
-def _read_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict:
-    """Read one config file, following ``extends:`` (parents first, this file wins)."""
-    import yaml
-
-    path = path.resolve()
-    if path in chain:
-        loop = " -> ".join(str(p) for p in (*chain, path))
-        raise ConfigError(f"config files extend each other in a loop: {loop}")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: a config must be a mapping with sections {', '.join(SECTIONS)}")
-    _reject_unknown(raw, _FILE_KEYS, f"{path.name}:")
-    parents = raw.pop("extends", None) or []
-    merged: dict = {}
-    for parent in [parents] if isinstance(parents, str) else parents:
-        # A path relative to this file, or else a shipped config name ("itransformer_mha/etth1").
-        parent_path = path.parent / parent
-        if not parent_path.is_file():
-            try:
-                parent_path = find_config(parent)
-            except ConfigError:
-                raise ConfigError(f"{path}: extends {parent!r}, which is neither a file next to it nor a shipped config") from None
-        merged = _deep_merge(merged, _read_yaml(parent_path, (*chain, path)))
-    return _deep_merge(merged, raw)
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """``"model.d_model=128"`` -> (["model", "d_model"], 128); values are YAML-parsed."""
-    import yaml
-
-    if "=" not in text:
-        raise ConfigError(f"override {text!r} must look like section.key=value")
-    key, _, raw_value = text.partition("=")
-    parts = [p for p in key.strip().split(".") if p]
-    if len(parts) != 2 or parts[0] not in SECTIONS:
-        raise ConfigError(
-            f"override key {key.strip()!r} must be section.key with section in {', '.join(SECTIONS)}"
-        )
-    try:
-        value = yaml.safe_load(raw_value) if raw_value.strip() else None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"override {text!r}: value is not valid YAML: {exc}") from exc
-    if isinstance(value, str) and _NUMBER.match(value):
-        value = float(value)  # YAML 1.1 reads "1e-4" as a string
-    return parts, value
-
-
-def load_run_config(
-    source: str | Path | Mapping,
-    *,
-    horizon: int | None = None,
-    overrides: Sequence[str] = (),
-) -> dict:
-    """Resolve a run config into ``{"data": {...}, "model": {...}, "training": {...}}``.
-
-    Args:
-        source: a YAML path, a shipped config name (``"itransformer_damcha/etth1"``) or a dict
-            of the same shape as a file.
-        horizon: forecast horizon; picks the matching ``horizons:`` section and sets
-            ``data.pred_len``. Default: an overridden ``data.pred_len``, else the file's.
-        overrides: ``"section.key=value"`` strings (values YAML-parsed); they win over everything.
-
-    Raises:
-        ConfigError: unknown sections or keys (named), bad values, missing dataset or model name.
-    """
-    if isinstance(source, Mapping):
-        raw = copy.deepcopy(dict(source))
-        _reject_unknown(raw, _FILE_KEYS, "config:")
-        if "extends" in raw:
-            parents = raw.pop("extends")
-            merged: dict = {}
-            for parent in [parents] if isinstance(parents, (str, Path)) else parents:
-                merged = _deep_merge(merged, _read_yaml(find_config(parent)))
-            raw = _deep_merge(merged, raw)
-    else:
-        raw = _read_yaml(find_config(source))
-
-    parsed_overrides = [parse_override(text) for text in overrides]
-    horizons = raw.pop("horizons", None) or {}
-    for section in SECTIONS:
-        if not isinstance(raw.get(section) or {}, Mapping):
-            raise ConfigError(f"config section {section!r} must be a mapping")
-    config = {section: dict(raw.get(section) or {}) for section in SECTIONS}
-
-    if horizon is None:
-        overridden = [v for (s, k), v in parsed_overrides if (s, k) == ("data", "pred_len")]
-        horizon = overridden[-1] if overridden else config["data"].get("pred_len", 96)
-    horizon = _coerce(horizon, int, "horizon")
-    if horizon <= 0:
-        raise ConfigError(f"horizon (data.pred_len) must be a positive integer, got {horizon}")
-    per_horizon = {int(k): v for k, v in horizons.items()}
-    if horizon in per_horizon:
-        section_update = per_horizon[horizon] or {}
-        _reject_unknown(section_update, SECTIONS, f"horizons.{horizon}:")
-        config = _deep_merge(config, section_update)
-    for (section, key), value in parsed_overrides:
-        config[section][key] = value
-    config["data"]["pred_len"] = horizon
-    return _validate(config)
-
-
-def _data_keys() -> tuple[list[str], dict]:
-    """Keys the ``data`` section accepts, and the defaults of prepare()'s own options."""
-    from damcha_ts.data import load_frame, prepare
-
-    keys, defaults = list(_DATA_OWN_KEYS), {}
-    for function in (prepare, load_frame):
-        for name, p in inspect.signature(function).parameters.items():
-            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and name != "source" and name not in keys:
-                keys.append(name)
-                if function is prepare:
-                    defaults[name] = p.default
-    return keys, defaults
-
-
-def _validate(config: dict) -> dict:
-    """Check every key and fill every default, so that the resolved dict fully defines the run."""
-    data, model, training = config["data"], config["model"], config["training"]
-    if not data.get("dataset"):
-        raise ConfigError("data.dataset is missing: give a benchmark name or a CSV path")
-    valid_keys, defaults = _data_keys()
-    _reject_unknown(data, valid_keys, "data")
-    for key, default in defaults.items():
-        data.setdefault(key, default)
-    config["data"] = data = {"dataset": data.pop("dataset"), **data}
+    values = {key: yaml_number(value) for key, value in values.items()}
+    spec = model_spec(values.get("name"), where="model.name")
+    reject_unknown_keys(values, spec.keys, "model")
     for key in ("seq_len", "pred_len"):
-        data[key] = _coerce(data[key], int, f"data.{key}")
-        if data[key] <= 0:
-            raise ConfigError(f"data.{key} must be a positive integer, got {data[key]}")
-
-    from damcha_ts.models import MODEL_NAMES, make_config, registry
-
-    name = model.get("name")
-    if name not in MODEL_NAMES and name not in registry.FAMILIES:
-        close = difflib.get_close_matches(str(name), MODEL_NAMES, n=2)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(f"model.name={name!r} is not one of {', '.join(MODEL_NAMES)}{hint}")
-    for key in ("seq_len", "pred_len"):
-        if key in model and _coerce(model[key], int, f"model.{key}") != data[key]:
-            raise ConfigError(
-                f"model.{key}={model[key]} disagrees with data.{key}={data[key]}; set it in data only"
-            )
-        model[key] = data[key]
-    for key, value in list(model.items()):
-        if isinstance(value, str) and _NUMBER.match(value):
-            model[key] = int(value) if re.fullmatch(r"[+-]?\d+", value) else float(value)
-    _reject_unknown(model, model_keys(name), "model")
-    # Every hyperparameter spelled out (library defaults included): the config defines the run.
-    model_config = make_config(dict(model))
-    # A bare family name ("itransformer") plus explicit attention keys resolves to the full name.
-    family = str(name).partition("_")[0]
-    switch = registry.FAMILIES[family].attention_field
-    config["model"] = {"name": f"{family}_{getattr(model_config, switch)}", **plain_values(dataclasses.asdict(model_config))}
-    config["training"] = dataclasses.asdict(TrainingConfig.from_dict(training))
-    for section, key, default in LATE_FIELDS:
-        if config[section][key] == default:
-            del config[section][key]
-    config["data"] = plain_values(config["data"])  # a Path or tuple given in code must still save as YAML
-    return config
+        wanted = getattr(protocol, key)
+        if key in values and coerce(values[key], int, f"model.{key}") != wanted:
+            raise ConfigError(f"model.{key}={values[key]} disagrees with data.{key}={wanted}; set it in data only")
+        values[key] = wanted
+    return make_config(values)
 
 
-#: Fields added after runs were recorded: at their default they are left out of the resolved config,
-#: so configs resolve (and hash) as before the field existed and earlier runs stay resumable and their
-#: leaderboard rows current.
-LATE_FIELDS = (
-    ("training", "quantiles", None),
-    ("training", "compact_lr_scale", None),
-    ("model", "generator_dropout", None),
-    ("model", "generator_init", "default"),
-)
+def _section_dict(section) -> dict:
+    """A dataclass section as plain data, leaving out fields newer than schema 1 at their default."""
+    return {
+        f.name: plain_values(getattr(section, f.name))
+        for f in dataclasses.fields(section)
+        if not (f.metadata.get("since", 1) > 1 and getattr(section, f.name) == f.default)
+    }
 
 
-def plain_values(value: Any) -> Any:
-    """A copy as plain YAML/JSON data, recursively: mappings to dicts, tuples to lists, paths and
-    timestamps to strings. Configs, saved metadata and search values compare equal after a round trip."""
-    if isinstance(value, Mapping):
-        return {k: plain_values(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain_values(v) for v in value]
-    if isinstance(value, (PurePath, datetime.date)):  # pd.Timestamp is a datetime.datetime
-        return str(value)
-    return value
+def _keys() -> dict[str, list[str]]:
+    """Every key each section accepts (the data section's from its typed options)."""
+    from damcha_ts.data.options import PROTOCOL_KEYS, READ_KEYS
+
+    return {
+        "data": ["dataset", *PROTOCOL_KEYS, *READ_KEYS],
+        "training": [f.name for f in dataclasses.fields(TrainingConfig)],
+    }
+
+
+KEYS = _keys()
 
 
 def model_keys(name: str) -> list[str]:
     """Every key the ``model`` section accepts for a model name."""
-    from damcha_ts.models import registry
+    from damcha_ts.models.registry import model_spec
 
-    family = str(name).partition("_")[0]
-    if family not in registry.FAMILIES:
-        raise ConfigError(f"model name {name!r} is unknown; valid names: {', '.join(registry.MODEL_NAMES)}")
-    config_class = registry.FAMILIES[family].config_class
-    return ["name", *(f.name for f in dataclasses.fields(config_class))]
+    return model_spec(name).keys
+
+
+def split_keywords(keywords: Mapping[str, Any]) -> tuple[dict, dict]:
+    """Keyword arguments of mixed sections (``Forecaster(..., d_model=64, patience=5)``) split
+    into (model, training) by field name: the one place of that rule."""
+    training = {k: v for k, v in keywords.items() if k in KEYS["training"]}
+    return {k: v for k, v in keywords.items() if k not in training}, training
+
+
+def load_run_config(
+    source: str | Path | Mapping | RunConfig,
+    *,
+    horizon: int | None = None,
+    overrides: Sequence[str] = (),
+) -> dict:
+    """``RunConfig.load(...).to_dict()``: the resolved three-section dict that fully defines a run."""
+    return RunConfig.load(source, horizon=horizon, overrides=overrides).to_dict()
 
 
 def config_hash(config: Mapping) -> str:

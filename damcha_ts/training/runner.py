@@ -22,7 +22,7 @@ from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically
 from damcha_ts.training.callbacks import EpochLog, EpochTimer
 from damcha_ts.training.checkpoints import resume_point
-from damcha_ts.training.config import TrainingConfig, config_hash, load_run_config
+from damcha_ts.training.config import DataConfig, RunConfig, TrainingConfig, config_hash
 from damcha_ts.training.evaluation import (
     breakdowns,
     evaluate_loader,
@@ -159,11 +159,7 @@ class FitResult:
 
 def prepare_series(data_config: Mapping[str, Any]):
     """The :class:`damcha_ts.data.SeriesData` a ``data`` config section describes."""
-    from damcha_ts.data import prepare
-
-    options = dict(data_config)
-    source = options.pop("dataset")
-    return prepare(source, **options)
+    return DataConfig.from_dict(data_config).prepare()
 
 
 def fit_series(
@@ -286,7 +282,7 @@ def _restore_log_history(log_dir: Path) -> None:
 
 
 def run_experiment(
-    config: Mapping[str, Any],
+    config: RunConfig | Mapping[str, Any],
     out_dir: str | Path,
     *,
     resume: bool = False,
@@ -303,7 +299,7 @@ def run_experiment(
     :meth:`damcha_ts.Forecaster.load` reads). Files are written once, by the global-zero rank.
 
     Args:
-        config: a resolved or raw run config (see :func:`load_run_config`).
+        config: a :class:`RunConfig`, or a resolved or raw run config mapping (see :meth:`RunConfig.load`).
         resume: continue from ``out_dir/checkpoints/last.ckpt`` if present; the saved config
             must hash the same as ``config``.
         callbacks: extra Lightning callbacks (e.g. Optuna's pruning callback on ``val_loss``).
@@ -316,54 +312,26 @@ def run_experiment(
         ``seconds_per_epoch``, ``train_seconds_per_epoch``, ``data_wait_fraction``,
         ``wall_seconds``, ``config_hash``, ``out_dir``.
     """
-    import yaml
-
     started = time.perf_counter()
-    config = load_run_config(config)
-    digest = config_hash(config)
+    run = RunConfig.load(config)
     out_dir = Path(out_dir)
-    saved_config = out_dir / "config.yaml"
-    if resume and saved_config.is_file():
-        previous = yaml.safe_load(saved_config.read_text(encoding="utf-8"))
-        if config_hash(previous) != digest:
-            raise ConfigError(
-                f"cannot resume in {out_dir}: its config.yaml (hash {config_hash(previous)}) differs "
-                f"from this config (hash {digest}); use another --out or drop --resume"
-            )
-    # Data and training settings are checked before out_dir is touched: a run that cannot start
-    # leaves an earlier run's folder as it was.
-    series = prepare_series(config["data"])
-    training = TrainingConfig.from_dict(config["training"])
-
-    def save_config() -> None:
-        if rank_zero_only.rank == 0:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            write_atomically(saved_config, yaml.safe_dump(config, sort_keys=False))
-
+    if resume:
+        _check_resumable(out_dir, run)
+    # Data settings are checked before out_dir is touched: a run that cannot start leaves an
+    # earlier run's folder as it was.
+    series = run.data.prepare()
     fit = fit_series(
         series,
-        config["model"],
-        training,
+        run.model_dict(),
+        run.training,
         out_dir,
         resume=resume,
         callbacks=callbacks,
         trainer_kwargs=trainer_kwargs,
         progress=progress,
-        on_start=save_config,
+        on_start=lambda: _save_config(out_dir, run),
     )
-    from damcha_ts.models import count_parameters
-
-    result: dict[str, Any] = {
-        "model": config["model"]["name"],
-        "dataset": str(config["data"]["dataset"]),
-        "horizon": config["data"]["pred_len"],
-        "best_val_loss": fit.best_val_loss,
-        "epochs_run": fit.epochs_run,
-        "best_epoch": fit.best_epoch,
-        "n_params": count_parameters(fit.module.model),
-        "world_size": fit.trainer.world_size,
-        **fit.timing,
-    }
+    result = _run_facts(run, fit)
     tables = None
     if evaluate_test:
         errors = evaluate_test_split(fit, series)
@@ -371,30 +339,70 @@ def run_experiment(
         result.update({k: scores[k] for k in ("mse", "mae", "mse_inverse", "mae_inverse")})
         result["test_windows"] = scores["windows"]
         tables = breakdowns(errors, scored_columns(series))
-    result["wall_seconds"] = time.perf_counter() - started
-    result["config_hash"] = digest
-    result["out_dir"] = str(out_dir)
-
+    result.update(wall_seconds=time.perf_counter() - started, config_hash=run.config_hash(), out_dir=str(out_dir))
     if fit.trainer.is_global_zero:
-        from damcha_ts.training.artifacts import save_model_dir
-
-        if tables is not None:
-            _write_table(out_dir / "metrics_per_step.csv", tables[0])
-            _write_table(out_dir / "metrics_per_variate.csv", tables[1])
-        save_model_dir(
-            out_dir / MODEL_DIR,
-            # A quantile model is saved as its point model (pred_len = H·Q); loading re-wraps it
-            # from the saved training config, as Forecaster.save/load do.
-            getattr(fit.module.model, "point_model", fit.module.model),
-            _series_meta(series, config["data"]),
-            training=config["training"],
-            history_values=series.latest_values,
-            history_timestamps=series.latest_timestamps,
-            metrics={k: v for k, v in result.items() if isinstance(v, (int, float, str))},
-        )
-        # Last, so that its presence means the whole run is on disk (the leaderboard relies on it).
-        write_atomically(out_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
+        _write_outputs(out_dir, run, fit, series, result, tables)
     return result
+
+
+def _check_resumable(out_dir: Path, run: RunConfig) -> None:
+    """A resume continues the same run: the folder's config.yaml must hash as this config."""
+    import yaml
+
+    saved = out_dir / "config.yaml"
+    if saved.is_file():
+        previous = config_hash(yaml.safe_load(saved.read_text(encoding="utf-8")))
+        if previous != run.config_hash():
+            raise ConfigError(
+                f"cannot resume in {out_dir}: its config.yaml (hash {previous}) differs "
+                f"from this config (hash {run.config_hash()}); use another --out or drop --resume"
+            )
+
+
+def _save_config(out_dir: Path, run: RunConfig) -> None:
+    import yaml
+
+    if rank_zero_only.rank == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_atomically(out_dir / "config.yaml", yaml.safe_dump(run.to_dict(), sort_keys=False))
+
+
+def _run_facts(run: RunConfig, fit: FitResult) -> dict[str, Any]:
+    from damcha_ts.models import count_parameters
+
+    return {
+        "model": run.model_name,
+        "dataset": str(run.data.dataset),
+        "horizon": run.data.protocol.pred_len,
+        "best_val_loss": fit.best_val_loss,
+        "epochs_run": fit.epochs_run,
+        "best_epoch": fit.best_epoch,
+        "n_params": count_parameters(fit.module.model),
+        "world_size": fit.trainer.world_size,
+        **fit.timing,
+    }
+
+
+def _write_outputs(out_dir: Path, run: RunConfig, fit: FitResult, series, result: dict, tables) -> None:
+    """Breakdowns, ``model/`` and, last, ``metrics.json`` (its presence means the whole run is on disk;
+    the leaderboard relies on it)."""
+    from damcha_ts.training.artifacts import save_model_dir
+
+    if tables is not None:
+        _write_table(out_dir / "metrics_per_step.csv", tables[0])
+        _write_table(out_dir / "metrics_per_variate.csv", tables[1])
+    save_model_dir(
+        out_dir / MODEL_DIR,
+        # A quantile model is saved as its point model (pred_len = H·Q); loading re-wraps it
+        # from the saved training config, as Forecaster.save/load do.
+        getattr(fit.module.model, "point_model", fit.module.model),
+        _series_meta(series, run.data.to_dict()),
+        training=run.training.to_dict(),
+        history_values=series.latest_values,
+        history_timestamps=series.latest_timestamps,
+        metrics={k: v for k, v in result.items() if isinstance(v, (int, float, str))},
+    )
+    write_atomically(out_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
 
 
 def _series_meta(series, data_config: Mapping[str, Any]):

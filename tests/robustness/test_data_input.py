@@ -268,10 +268,10 @@ def test_ignore_reaches_load_frame_from_prepare_and_the_forecaster_options(tmp_p
     assert list(series.columns) == ["a", "b"]
     from damcha_ts.api import _check_data_options
     from damcha_ts.data.layout import input_columns
-    from damcha_ts.training.config import _data_keys
+    from damcha_ts.training.config import KEYS
 
     _check_data_options("fit/evaluate", {"ignore": ["temp"], "sep": ";"}, with_protocol=True)
-    assert {"ignore", "sep"} <= set(_data_keys()[0])  # the YAML data section accepts them
+    assert {"ignore", "sep"} <= set(KEYS["data"])  # the YAML data section accepts them
     assert input_columns(path, {"ignore": ["temp"]}, series) == ["a", "b"]
 
 
