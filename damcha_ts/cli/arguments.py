@@ -111,16 +111,7 @@ def trainer_kwargs(args: argparse.Namespace) -> dict:
     return result
 
 
-def scale_out_overrides(args: argparse.Namespace) -> list[str]:
-    overrides = []
-    for flag, key in (
-        ("accelerator", "accelerator"),
-        ("devices", "devices"),
-        ("num_nodes", "num_nodes"),
-        ("strategy", "strategy"),
-        ("precision", "precision"),
-    ):
-        value = getattr(args, flag, None)
-        if value is not None:
-            overrides.append(f"training.{key}={value}")
-    return overrides
+def scale_out_settings(args: argparse.Namespace) -> dict:
+    """The device flags that were given, as ``training`` settings (validated by the run config)."""
+    names = ("accelerator", "devices", "num_nodes", "strategy", "precision")
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}

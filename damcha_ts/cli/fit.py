@@ -30,7 +30,7 @@ from damcha_ts.cli.arguments import (
     add_scale_out_arguments,
     add_trainer_argument,
     csv_options,
-    scale_out_overrides,
+    scale_out_settings,
     trainer_kwargs,
 )
 
@@ -61,23 +61,23 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def resolve_cli_config(args: argparse.Namespace) -> dict:
-    """The run config the command line describes (see the module docstring)."""
+def resolve_cli_config(args: argparse.Namespace):
+    """The :class:`RunConfig` the command line describes (see the module docstring): flags are
+    typed settings applied over the config file, ``--set`` text wins over both."""
     from damcha_ts.errors import ConfigError
-    from damcha_ts.training import load_run_config
+    from damcha_ts.training import RunConfig
 
-    # How to read a CSV becomes data.* settings, before --set so that --set still wins.
-    csv = [f"data.{key}={json.dumps(value)}" for key, value in csv_options(args).items()]
-    overrides = [*scale_out_overrides(args), *csv, *args.overrides]
-    if args.lookback is not None:
-        overrides.insert(0, f"data.seq_len={args.lookback}")
+    data = {**({"seq_len": args.lookback} if args.lookback is not None else {}), **csv_options(args)}
+    updates = {"data": data, "training": scale_out_settings(args)}
     if args.config:
         if args.data or args.model:
             raise ConfigError("give either --config or --data/--model, not both (use --set to change a config)")
-        return load_run_config(args.config, horizon=args.horizon, overrides=overrides)
-    if not (args.data and args.model):
+        source = args.config
+    elif args.data and args.model:
+        source = default_config(args.data, args.model)
+    else:
         raise ConfigError("give --config CONFIG, or --data DATASET_OR_CSV with --model NAME")
-    return load_run_config(default_config(args.data, args.model), horizon=args.horizon, overrides=overrides)
+    return RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides)
 
 
 def default_config(data: str, model: str) -> dict:
@@ -106,15 +106,14 @@ def default_config(data: str, model: str) -> dict:
     return config
 
 
-def write_forecast_plot(out_dir: Path, config: dict) -> Path:
-    """Plot the last test window of the run: its lookback, the forecast and the truth."""
+def write_forecast_plot(out_dir: Path, run) -> Path:
+    """Plot the last test window of ``run`` (a RunConfig): its lookback, the forecast and the truth."""
     import pandas as pd
 
     from damcha_ts.api import Forecaster
-    from damcha_ts.training.runner import prepare_series
 
     forecaster = Forecaster.load(out_dir)
-    series = prepare_series(config["data"])
+    series = run.data.prepare()
     L, H = series.seq_len, series.pred_len
     end = series.borders["test"][1]
     frame = pd.DataFrame(series.values, index=series.timestamps, columns=series.columns)

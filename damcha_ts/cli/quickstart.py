@@ -48,9 +48,9 @@ def published_itransformer() -> dict:
 def run(args: argparse.Namespace) -> int:
     from damcha_ts.cli.arguments import trainer_kwargs
     from damcha_ts.cli.fit import write_forecast_plot
-    from damcha_ts.training import load_run_config, run_experiment
+    from damcha_ts.training import RunConfig, run_experiment
 
-    config = load_run_config(CONFIG, horizon=HORIZON, overrides=args.overrides)
+    config = RunConfig.load(CONFIG, horizon=HORIZON, overrides=args.overrides)
     out_dir = Path(args.out)
     result = run_experiment(config, out_dir, progress=sys.stderr.isatty(), trainer_kwargs=trainer_kwargs(args))
     from lightning.fabric.utilities.rank_zero import rank_zero_only
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     published = result["published_itransformer"]
     print(
         f"\nDAMCHA-iTransformer on {DATASET}, horizon {HORIZON} (official iTransformer config, seed "
-        f"{config['training']['seed']}; {result['epochs_run']} epochs, best {result['best_epoch'] + 1})\n"
+        f"{config.training.seed}; {result['epochs_run']} epochs, best {result['best_epoch'] + 1})\n"
         f"{'':34}{'MSE':>8}{'MAE':>8}\n"
         f"{'DAMCHA-iTransformer (this run)':34}{result['mse']:8.3f}{result['mae']:8.3f}\n"
         f"{'iTransformer (published)':34}{published['mse']:8.3f}{published['mae']:8.3f}\n"
