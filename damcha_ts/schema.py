@@ -143,11 +143,16 @@ def find_shipped(kind: str, name: str | Path) -> Path:
 
 def load_shipped(kind: str, name: str | Path) -> tuple[Path, Any]:
     """(the file, its YAML content) for a path or shipped name; ConfigError for invalid YAML."""
+    path = find_shipped(kind, name)
+    return path, read_yaml(path)
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file's content; ConfigError naming the file when it is not valid YAML."""
     import yaml
 
-    path = find_shipped(kind, name)
     try:
-        return path, yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
 

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-# load_frame options that say how to read a history again at predict time.
-INPUT_OPTIONS = (
-    "id_col", "time_col", "value_col", "layout", "freq", "start", "columns", "date_format", "fill", "allow_irregular",
-    "ignore", "sep",
-)
+from damcha_ts.data.options import READ_KEYS
+
+# load_frame options that say how to read a history again at predict time: all but where a
+# benchmark's file lies.
+INPUT_OPTIONS = tuple(key for key in READ_KEYS if key not in ("path", "download"))
 # The subset that says how a file or frame is laid out; given at fit time, they are saved so that
 # predict / evaluate / backtest read the same CSV again without repeating them.
 READ_OPTIONS = ("id_col", "time_col", "value_col", "layout", "date_format", "ignore", "sep")

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.schema import SHIPPED_ROOT, available_shipped, coerce, find_shipped, reject_unknown_keys, yaml_number
+from damcha_ts.schema import (
+    SHIPPED_ROOT,
+    available_shipped,
+    coerce,
+    find_shipped,
+    read_yaml,
+    reject_unknown_keys,
+    yaml_number,
+)
 
 SECTIONS = ("data", "model", "training")
 FILE_KEYS = (*SECTIONS, "extends", "horizons")
@@ -51,16 +59,11 @@ def deep_merge(base: Mapping, update: Mapping) -> dict:
 
 def _read_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict:
     """Read one config file, following ``extends:`` (parents first, this file wins)."""
-    import yaml
-
     path = path.resolve()
     if path in chain:
         loop = " -> ".join(str(p) for p in (*chain, path))
         raise ConfigError(f"config files extend each other in a loop: {loop}")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    raw = read_yaml(path) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a config must be a mapping with sections {', '.join(SECTIONS)}")
     reject_unknown_keys(raw, FILE_KEYS, "", source=path.name)
