@@ -136,14 +136,19 @@ def pinball_loss(
     target: torch.Tensor,
     quantiles: Sequence[float] | torch.Tensor,
     observed: torch.Tensor | None = None,
-) -> torch.Tensor:
+    *,
+    reduction: str = "mean",
+):
     """Mean pinball loss of quantile forecasts.
 
     prediction: [B, Q, H, N] quantile forecasts; target: [B, H, N]; quantiles: the Q levels;
     observed: optional [B, H, N] weights, 1 where the target is observed and 0 where it is missing.
     Returns a scalar: the mean over B, Q, H and N (observed entries only) of
-    ρ_τ(y − q̂_τ) = max(τ·u, (τ−1)·u).
+    ρ_τ(y − q̂_τ) = max(τ·u, (τ−1)·u); with ``reduction="sum"``, ``(sum, count)`` of those terms
+    instead (for exact means over many batches).
     """
+    if reduction not in ("mean", "sum"):
+        raise ConfigError(f"pinball_loss: reduction must be 'mean' or 'sum', got {reduction!r}")
     if prediction.dim() != target.dim() + 1:
         raise ConfigError(
             f"pinball_loss expects prediction [B, Q, H, N] and target [B, H, N], got shapes "
@@ -156,8 +161,10 @@ def pinball_loss(
     error = target.unsqueeze(1) - prediction  # u = y − q̂, [B, Q, H, N]
     losses = torch.maximum(levels * error, (levels - 1.0) * error)
     if observed is None:
-        return losses.mean()
+        return losses.mean() if reduction == "mean" else (losses.sum(), losses.numel())
     weights = observed.unsqueeze(1).expand_as(losses)
+    if reduction == "sum":
+        return (losses * weights).sum(), weights.sum()
     return (losses * weights).sum() / weights.sum().clamp_min(1.0)
 
 
@@ -167,7 +174,8 @@ class QuantileForecastModel(nn.Module):
     Input ``x`` [B, L, N] and optional time marks ``x_mark`` [B, L, M], as for the point model;
     output [B, Q, H, N], sorted along Q (index k holds level ``quantiles[k]``).
 
-    ``point_model`` must have been built with ``pred_len = H·Q`` (``build_quantile_model`` does it).
+    ``point_model`` must have been built with ``pred_len = H·Q``; ``build_model(config,
+    quantiles=...)`` builds and wraps it.
     """
 
     def __init__(self, point_model, quantiles: Sequence[float]):
@@ -176,7 +184,7 @@ class QuantileForecastModel(nn.Module):
         if tuple(float(q) for q in quantiles) != levels:
             raise ConfigError(
                 f"QuantileForecastModel needs validated levels (sorted, unique, with 0.5): got {list(quantiles)}, "
-                f"expected {list(levels)}; use validate_quantiles() or build_quantile_model()"
+                f"expected {list(levels)}; use validate_quantiles() or build_model(config, quantiles=...)"
             )
         total_steps = int(point_model.config.pred_len)
         if total_steps % len(levels) != 0:
@@ -216,7 +224,8 @@ class QuantileForecastModel(nn.Module):
 
 
 def build_quantile_model(config: Mapping, quantiles: Sequence[float]) -> QuantileForecastModel:
-    """``build_model(config, quantiles=quantiles)``; ``config["pred_len"]`` (the horizon H) must be given."""
+    """Compatibility wrapper of ``build_model(config, quantiles=quantiles)`` (use that); here
+    ``config["pred_len"]`` (the horizon H) must be given."""
     if not isinstance(config, Mapping) or "pred_len" not in config:
         raise ConfigError("build_quantile_model needs a model config mapping with 'pred_len' (the horizon H)")
     return build_model(config, quantiles=quantiles)

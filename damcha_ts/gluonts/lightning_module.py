@@ -1,24 +1,30 @@
-"""The LightningModule GluonTS trains and serialises: a thin wrapper around one damcha_ts model."""
+"""The LightningModule GluonTS trains and serialises: the trainer's ``ForecastModule``, adapted.
+
+Model, loss (:func:`damcha_ts.training.module.forecast_loss`), AdamW and ``val_loss`` are those of
+:class:`damcha_ts.training.module.ForecastModule`; this subclass adds only what GluonTS needs: a
+serialisable constructor, its batch keys and standardisation, and the output ``PyTorchPredictor``'s
+forecast generators read.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
 from gluonts.core.component import validated
 
 from damcha_ts.errors import ConfigError, DataError
-from damcha_ts.models import build_model
-from damcha_ts.probabilistic import build_quantile_model, pinball_loss, quantile_mean, validate_quantiles
-from damcha_ts.training.optim import TiedGradientClipping, adamw
+from damcha_ts.probabilistic import quantile_mean
+from damcha_ts.training.module import ForecastModule
 
 
-class DAMCHALightningModule(TiedGradientClipping, pl.LightningModule):
-    """Wraps ``build_model(model_config)`` (point, MSE) or its quantile version (pinball loss).
+class DAMCHALightningModule(ForecastModule):
+    """``ForecastModule`` of ``build_model(model_config, quantiles=quantiles)`` (point: MSE; quantiles:
+    pinball loss), trained with AdamW at a constant rate, on GluonTS batches.
 
     The constructor is ``@validated()``: ``PyTorchPredictor.serialize`` stores its arguments as JSON
-    and rebuilds the module from them before loading the weights, so they are plain types only.
+    and rebuilds the module from them before loading the weights (``model.*``), so they are plain
+    types only, and they stay these six for serialised predictors to load.
 
     Args:
         model_config: a ``damcha_ts.models.build_model`` config with ``name``, ``seq_len`` (the
@@ -31,9 +37,13 @@ class DAMCHALightningModule(TiedGradientClipping, pl.LightningModule):
             the loss is computed on that scale, and forecasts are mapped back to the data's scale.
 
     Batches hold ``past_target`` [B, L, N], ``future_target`` [B, H, N],
-    ``future_observed_values`` [B, H, N] (0 where the target was NaN) and, when the model reads
-    time marks, ``past_time_marks`` [B, L, M].
+    ``future_observed_values`` [B, H, N] (0 where the target was NaN: the loss skips those) and,
+    when the model reads time marks, ``past_time_marks`` [B, L, M].
     """
+
+    # GluonTS draws its training windows from NumPy's global RNG as one cyclic stream: re-seeding
+    # it every epoch, as the trainer's exact resume does, would change which windows are drawn.
+    reseed_each_epoch = False
 
     @validated()
     def __init__(
@@ -45,21 +55,15 @@ class DAMCHALightningModule(TiedGradientClipping, pl.LightningModule):
         target_mean: list[float] | None = None,
         target_scale: list[float] | None = None,
     ) -> None:
-        super().__init__()
-        self.model_config = dict(model_config)
-        self.quantiles = None if quantiles is None else validate_quantiles(quantiles)
-        if self.quantiles is None:
-            self.model = build_model(self.model_config)
-        else:
-            self.model = build_quantile_model(self.model_config, self.quantiles)
-        self.lr = lr
-        self.weight_decay = weight_decay
         if (target_mean is None) != (target_scale is None) or (
             target_mean is not None and len(target_mean) != len(target_scale)
         ):
             raise ConfigError("target_mean and target_scale must both be None or both list one value per variate")
         if target_scale is not None and min(target_scale) <= 0:
             raise ConfigError(f"target_scale must be positive, got {target_scale}")
+        # GluonTS trains for the epochs its trainer_kwargs say, at the one rate lr.
+        training = {"learning_rate": lr, "weight_decay": weight_decay, "quantiles": quantiles, "lr_schedule": "constant"}
+        super().__init__(model_config, training)
         self.standardized = target_mean is not None
         # Buffers follow the module to its device; not persistent: they are constructor arguments.
         self.register_buffer("target_mean", torch.tensor(target_mean or [], dtype=torch.float32), persistent=False)
@@ -80,9 +84,14 @@ class DAMCHALightningModule(TiedGradientClipping, pl.LightningModule):
         """Inverse of ``_standardize``; [..., N], any leading axes (quantiles included: scale > 0)."""
         return values * self.target_scale + self.target_mean if self.standardized else values
 
-    def _forecast(self, past_target: torch.Tensor, past_time_marks: torch.Tensor | None) -> torch.Tensor:
-        """[B, L, N] (+ [B, L, M]) -> point [B, H, N] or quantiles [B, Q, H, N], on the model's scale."""
-        return self.model(self._standardize(past_target), past_time_marks)
+    def _batch(self, batch: dict):
+        """GluonTS's keys -> ForecastModule's (x, x_mark, y, observed), standardised."""
+        return (
+            self._standardize(batch["past_target"]),
+            batch.get("past_time_marks"),
+            self._standardize(batch["future_target"]),
+            batch["future_observed_values"],  # NaNs were imputed; they must not count
+        )
 
     def forward(self, past_target: torch.Tensor, past_time_marks: torch.Tensor | None = None):
         """What ``PyTorchPredictor`` hands to its forecast generator, on the data's scale.
@@ -91,38 +100,9 @@ class DAMCHALightningModule(TiedGradientClipping, pl.LightningModule):
         None)`` with values [B, H, N, Q+1] (the Q levels, then the mean estimate) for
         ``QuantileForecastGenerator``; loc/scale are None because the forecast is already rescaled.
         """
-        forecast = self._destandardize(self._forecast(past_target, past_time_marks))
+        forecast = self._destandardize(self.model(self._standardize(past_target), past_time_marks))
         if self.quantiles is None:
             return forecast.unsqueeze(1)
         mean = quantile_mean(forecast, self.quantiles, dim=1)  # [B, H, N]
         values = torch.cat([forecast, mean.unsqueeze(1)], dim=1)  # [B, Q+1, H, N]
         return (values.permute(0, 2, 3, 1),), None, None
-
-    def _loss(self, batch: dict) -> torch.Tensor:
-        """MSE or pinball loss on the model's (standardised) scale, over observed targets only."""
-        forecast = self._forecast(batch["past_target"], batch.get("past_time_marks"))
-        target = self._standardize(batch["future_target"])
-        observed = batch["future_observed_values"]  # NaNs were imputed; they must not count
-        if self.quantiles is None:
-            squared = (forecast - target).square() * observed
-            return squared.sum() / observed.sum().clamp_min(1.0)
-        return pinball_loss(forecast, target, self.quantiles, observed=observed)
-
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss = self._loss(batch)
-        self.log(
-            "train_loss", loss, on_epoch=True, on_step=False, prog_bar=True, batch_size=batch["past_target"].shape[0]
-        )
-        return loss
-
-    def validation_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss = self._loss(batch)
-        self.log(
-            "val_loss", loss, on_epoch=True, on_step=False, prog_bar=True, batch_size=batch["past_target"].shape[0]
-        )
-        return loss
-
-    def configure_optimizers(self):
-        # Same convention as damcha_ts.training: Adam over the model's own parameter groups, so
-        # DAMCHA's compact generator layer keeps its H-times learning rate (damcha.md §10).
-        return adamw(self.model.parameter_groups(self.lr, self.weight_decay), self.lr)

@@ -1,19 +1,64 @@
-"""One LightningModule for every forecasting model: MSE (or pinball) loss, Adam, per-group LR factors."""
+"""The one LightningModule every training surface uses, and the one loss.
+
+- :func:`forecast_loss`: MSE for a point forecast, pinball loss for quantiles, optionally over
+  observed targets only, as a mean or as (sum, count) for exact means over many batches.
+- :class:`ForecastModule`: model (``build_model(config, quantiles=...)``), loss, AdamW over the
+  model's parameter groups with a per-epoch LR schedule, exact ``val_loss`` and exact resume. The
+  damcha_ts trainer uses it as it is; the GluonTS estimator through a subclass that only maps
+  GluonTS's batches and predictor output (:class:`damcha_ts.gluonts.DAMCHALightningModule`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from damcha_ts.errors import ConfigError
 from damcha_ts.models import build_model
-from damcha_ts.probabilistic import build_quantile_model, pinball_loss
+from damcha_ts.probabilistic import pinball_loss
 from damcha_ts.training.config import TrainingConfig
 from damcha_ts.training.optim import TiedGradientClipping, adamw, lr_factor
+
+
+def forecast_loss(
+    prediction: torch.Tensor,
+    target: torch.Tensor,
+    quantiles: Sequence[float] | None = None,
+    observed: torch.Tensor | None = None,
+    *,
+    reduction: str = "mean",
+):
+    """The training loss of point and quantile forecasts.
+
+    prediction: point [B, H, N] (MSE) or, with ``quantiles``, [B, Q, H, N] (pinball loss, see
+    :func:`damcha_ts.probabilistic.pinball_loss`); target: [B, H, N]; observed: optional [B, H, N]
+    weights, 1 where the target is observed and 0 where it is missing (those do not count).
+    ``reduction="mean"`` returns the mean over every counted element (and level); ``"sum"`` returns
+    ``(sum, count)``, so that a mean over many batches is exact: Σ sums / Σ counts.
+    """
+    if quantiles is not None:
+        return pinball_loss(prediction, target, quantiles, observed=observed, reduction=reduction)
+    if reduction not in ("mean", "sum"):
+        raise ConfigError(f"forecast_loss: reduction must be 'mean' or 'sum', got {reduction!r}")
+    if prediction.shape != target.shape:
+        raise ConfigError(
+            f"forecast_loss expects a point prediction shaped as the target [B, H, N], got shapes "
+            f"{tuple(prediction.shape)} and {tuple(target.shape)} (pass quantiles= for [B, Q, H, N])"
+        )
+    if observed is None:
+        if reduction == "mean":
+            return F.mse_loss(prediction, target)
+        return (prediction - target).square().sum(), target.numel()
+    squared = (prediction - target).square() * observed
+    if reduction == "mean":
+        return squared.sum() / observed.sum().clamp_min(1.0)
+    return squared.sum(), observed.sum()
 
 
 class ForecastModule(TiedGradientClipping, L.LightningModule):
@@ -21,45 +66,52 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
 
     Batches are ``{"x": [B, L, N], "y": [B, H, N], "x_mark": [B, L, M], "y_mark": [B, H, M]}``.
     The model maps (x, x_mark) to [B, H, N]; in the ``MS`` setting (``target_only``) the loss
-    and metrics use the last variate only, as the reference code does.
+    and metrics use the last variate only, as the reference code does. A subclass reading other
+    batches overrides :meth:`_batch` (the GluonTS module does).
 
-    With ``training["quantiles"]`` set, the model is a
-    :class:`damcha_ts.probabilistic.QuantileForecastModel` mapping (x, x_mark) to [B, Q, H, N], and
-    the loss is the pinball loss instead of the MSE.
+    ``training`` is a :class:`TrainingConfig` or a mapping of its fields. With ``quantiles`` set,
+    the model is a :class:`damcha_ts.probabilistic.QuantileForecastModel` mapping (x, x_mark) to
+    [B, Q, H, N], and the loss is the pinball loss instead of the MSE (:func:`forecast_loss`).
+    The optimiser is AdamW over ``model.parameter_groups`` (DAMCHA's per-group LR factors), its
+    rate scaled per epoch by ``training.lr_schedule``.
 
     Logged: ``train_loss`` (epoch mean), ``train_loss_step`` and ``val_loss`` every epoch. ``val_loss`` is the
-    MSE (or mean pinball loss) over *all* validation windows (sum of losses / count, summed across DDP
-    ranks), not a mean of per-batch means, which would over-weight a short last batch (protocol.md §1.5).
+    loss over *all* validation windows (sum of losses / count, summed across DDP ranks), not a mean
+    of per-batch means, which would over-weight a short last batch (protocol.md §1.5).
     """
 
-    def __init__(self, model_config: Mapping, training: Mapping, target_only: bool = False):
+    #: Re-seed the global RNGs from (seed, epoch) at every epoch's first batch (exact resume, below).
+    reseed_each_epoch = True
+
+    def __init__(self, model_config: Mapping, training: TrainingConfig | Mapping, target_only: bool = False):
         super().__init__()
+        training = dataclasses.asdict(training) if isinstance(training, TrainingConfig) else dict(training)
         # Plain dicts, so checkpoints stay loadable with torch.load(weights_only=True).
-        self.save_hyperparameters(
-            {"model_config": dict(model_config), "training": dict(training), "target_only": target_only}
-        )
+        self.save_hyperparameters({"model_config": dict(model_config), "training": training, "target_only": target_only})
         self.training_config = TrainingConfig.from_dict(training)
         self.quantiles = self.training_config.quantiles  # validated levels, or None
-        if self.quantiles is None:
-            self.model = build_model(dict(model_config))
-        else:
-            self.model = build_quantile_model(dict(model_config), self.quantiles)
+        self.model = build_model(dict(model_config), quantiles=self.quantiles)
         self.target_only = target_only
-        self._val_sse = torch.zeros((), dtype=torch.float64)
-        self._val_count = 0
+        self._val_sum = torch.zeros((), dtype=torch.float64)
+        self._val_count = torch.zeros((), dtype=torch.float64)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         """[B, L, N] (+ marks [B, L, M]) -> [B, H, N], or [B, Q, H, N] for a quantile model."""
         return self.model(x, x_mark)
 
-    def _scored(self, pred: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # Variates are the last axis of both [B, H, N] and [B, Q, H, N].
+    def _batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
+        """(x [B, L, N], x_mark [B, L, M] or None, y [B, H, N], observed [B, H, N] or None), on the
+        scale the model works on; observed None: every target counts."""
+        return batch["x"], batch.get("x_mark"), batch["y"], None
+
+    def _scored(self, pred: torch.Tensor, y: torch.Tensor, observed: torch.Tensor | None):
+        # Variates are the last axis of [B, H, N] and [B, Q, H, N] alike.
         if self.target_only:
-            return pred[..., -1:], y[..., -1:]
-        return pred, y
+            return pred[..., -1:], y[..., -1:], None if observed is None else observed[..., -1:]
+        return pred, y, observed
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        x, y = batch["x"], batch["y"]
+        x, x_mark, y, observed = self._batch(batch)
         fraction = self.training_config.variate_fraction
         if fraction < 1.0 and not self.target_only:
             # Partial-variate training: one random subset of variates for the whole batch.
@@ -67,35 +119,31 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
             keep = max(1, round(fraction * n_variates))
             chosen = torch.randperm(n_variates, device=x.device)[:keep]
             x, y = x[..., chosen], y[..., chosen]
-        pred, true = self._scored(self(x, batch.get("x_mark")), y)
-        loss = self._loss(pred.float(), true)
+            observed = None if observed is None else observed[..., chosen]
+        pred, true, observed = self._scored(self.model(x, x_mark), y, observed)
+        loss = forecast_loss(pred.float(), true, self.quantiles, observed)
         # The epoch mean is synced across DDP ranks once per epoch; the step value stays local.
         self.log("train_loss", loss, on_step=False, on_epoch=True, batch_size=x.shape[0], sync_dist=True)
         self.log("train_loss_step", loss, on_step=True, on_epoch=False, prog_bar=True)
         return loss
 
     def on_validation_epoch_start(self) -> None:
-        self._val_sse = torch.zeros((), dtype=torch.float64, device=self.device)
-        self._val_count = 0
-
-    def _loss(self, pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
-        """Mean MSE, or mean pinball loss over levels, steps, variates and the batch."""
-        if self.quantiles is None:
-            return F.mse_loss(pred, true)
-        return pinball_loss(pred, true, self.quantiles)
+        self._val_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._val_count = torch.zeros((), dtype=torch.float64, device=self.device)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        pred, true = self._scored(self(batch["x"], batch.get("x_mark")), batch["y"])
+        x, x_mark, y, observed = self._batch(batch)
+        pred, true, observed = self._scored(self.model(x, x_mark), y, observed)
         # Sums and counts (not batch means), so val_loss is the mean over every window.
-        if self.quantiles is None:
-            self._val_sse = self._val_sse + (pred.double() - true.double()).square().sum()
-            self._val_count += true.numel()
-        else:
-            self._val_sse = self._val_sse + pinball_loss(pred.double(), true.double(), self.quantiles) * pred.numel()
-            self._val_count += pred.numel()
+        total, count = forecast_loss(
+            pred.double(), true.double(), self.quantiles, None if observed is None else observed.double(),
+            reduction="sum",
+        )
+        self._val_sum = self._val_sum + total
+        self._val_count = self._val_count + count
 
     def on_validation_epoch_end(self) -> None:
-        totals = torch.stack([self._val_sse, torch.tensor(float(self._val_count), dtype=torch.float64, device=self.device)])
+        totals = torch.stack([self._val_sum, self._val_count])
         if self.trainer.world_size > 1:
             totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
         val_loss = (totals[0] / totals[1].clamp_min(1)).float()
@@ -116,12 +164,13 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
     # sources of randomness it does not restore are handled here:
     # - dropout and partial-variate sampling draw from the global RNGs, which Lightning's loops
     #   also draw from at moments that differ between a fresh and a resumed run (loader set-up,
-    #   sanity check). So every epoch re-seeds them from (seed, epoch) at its first batch;
+    #   sanity check). So every epoch re-seeds them from (seed, epoch) at its first batch
+    #   (unless ``reseed_each_epoch`` is False);
     # - the train sampler's shuffling generator advances each epoch: its state is saved in the
     #   checkpoint (a tensor, so weights_only=True loading works) and set back before the first
     #   resumed epoch draws its order.
     def on_train_batch_start(self, batch: dict, batch_idx: int) -> None:
-        if batch_idx == 0:
+        if batch_idx == 0 and self.reseed_each_epoch:
             seed_epoch(self.training_config.seed, self.current_epoch)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
