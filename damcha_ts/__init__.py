@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["Forecaster", "__version__"]
+__all__ = ["Forecaster", "Predictor", "__version__"]
 
 
 def __getattr__(name: str):
@@ -19,4 +19,8 @@ def __getattr__(name: str):
         from damcha_ts.api import Forecaster
 
         return Forecaster
+    if name == "Predictor":  # a saved model's forecasts on arrays (damcha_ts.forecasting)
+        from damcha_ts.forecasting import Predictor
+
+        return Predictor
     raise AttributeError(f"module 'damcha_ts' has no attribute {name!r}")

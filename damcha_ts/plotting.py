@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from damcha_ts.errors import ConfigError
@@ -72,3 +74,28 @@ def plot_forecast(
         if ax is None:
             plt.close(figure)
     return figure
+
+
+def plot_prediction(
+    predictor,
+    values: np.ndarray,
+    timestamps: pd.DatetimeIndex,
+    *,
+    truth: Any = None,
+    variates: Sequence[str] | None = None,
+    history_steps: int | None = None,
+    path: str | Path | None = None,
+    ax=None,
+    title: str | None = None,
+):
+    """Plot a history ([L, C] raw values, model column order, and timestamps), the
+    :class:`~damcha_ts.forecasting.Predictor`'s forecast after it and, when given, the ``truth``
+    (a wide frame indexed by the forecast timestamps, or an array ``[H, C_out]``)."""
+    forecast = predictor.forecast_after(values, timestamps)
+    history = pd.DataFrame(values, index=timestamps, columns=list(predictor.meta.columns))
+    point = pd.DataFrame(forecast.point, index=forecast.timestamps, columns=forecast.columns)
+    if truth is not None and not isinstance(truth, pd.DataFrame):
+        truth = pd.DataFrame(np.asarray(truth, dtype=np.float64), index=forecast.timestamps, columns=forecast.columns)
+    if history_steps is not None:
+        history = history.iloc[-history_steps:]
+    return plot_forecast(history, point, truth, variates=variates, path=path, ax=ax, title=title)

@@ -36,28 +36,29 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from damcha_ts.api import Forecaster
+    from damcha_ts.forecasting import Predictor, predict
 
-    forecaster = Forecaster.load(args.model)
+    predictor = Predictor.load(args.model)
+    meta = predictor.meta
     if args.output:
-        check_output_path(args, forecaster)
+        check_output_path(args, meta.data_config)
     options = csv_options(args)
     if args.input is None:
-        if forecaster.meta_.input_kind == "numpy":
+        if meta.input_kind == "numpy":
             from damcha_ts.errors import DataError
 
             raise DataError(
                 f"--model {args.model} was fitted on a NumPy array, which has no CSV layout to continue; "
                 "pass the recent history with --input history.csv"
             )
-        forecast = forecaster.predict()
+        forecast = predict(predictor)
     else:
         from damcha_ts.data.frames import read_csv_frame
 
         # Read as a frame so that the forecast comes back in the file's own layout; errors about
         # it still name the file and line.
-        sep = options.get("sep", forecaster.meta_.input_options.get("sep"))  # as given at fit time
-        forecast = forecaster.predict(read_csv_frame(args.input, sep=sep), **options)
+        sep = options.get("sep", meta.input_options.get("sep"))  # as given at fit time
+        forecast = predict(predictor, read_csv_frame(args.input, sep=sep), **options)
     # Wide forecasts are indexed by their timestamps; long ones carry a time column.
     wide = isinstance(forecast.index, pd.DatetimeIndex)
     if args.output:
@@ -74,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             json.dumps(
                 {
-                    "model": forecaster.model_config["name"],
-                    "horizon": forecaster.horizon,
+                    "model": predictor.model.name,
+                    "horizon": predictor.horizon,
                     "output": args.output,
                     "rows": len(forecast),
                     "columns": [str(c) for c in forecast.columns],
@@ -89,9 +90,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_output_path(args: argparse.Namespace, forecaster) -> None:
+def check_output_path(args: argparse.Namespace, data_config) -> None:
     """Before anything is written: ``--output`` names a new or replaceable CSV, never the history
-    it continues (that destroyed it), the model's training data or a file of the saved model."""
+    it continues (that destroyed it), the model's training data (``data_config["dataset"]``, the
+    saved model's data settings) or a file of the saved model."""
     from damcha_ts.errors import ConfigError
     from damcha_ts.training.artifacts import HISTORY_FILE, META_FILE, WEIGHTS_FILE, model_directory
 
@@ -105,7 +107,7 @@ def check_output_path(args: argparse.Namespace, forecaster) -> None:
             f"--output {args.output} is the same file as --input {args.input}: the forecast would replace the "
             "history it continues; name another file for --output"
         )
-    training_data = (forecaster.data_config or {}).get("dataset")
+    training_data = (data_config or {}).get("dataset")
     if training_data and _same_file(output, Path(training_data).expanduser()):
         raise ConfigError(
             f"--output {args.output} would replace {training_data}, the data --model {args.model} was trained "

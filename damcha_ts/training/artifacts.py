@@ -106,6 +106,9 @@ def save_model_dir(
 ) -> Path:
     """Write ``model`` (built by build_model), its data metadata and optionally a history tail.
 
+    A quantile model (``QuantileForecastModel``) may be given as itself or as its point model
+    (``pred_len`` H·Q): either way its point model is written, and the levels are those of
+    ``training["quantiles"]``, from which :func:`load_model_dir` wraps it again.
     ``history_values`` [T, C] (raw scale, model column order) and ``history_timestamps`` [T] are
     the rows ``predict()`` continues from when it is given no data.
     """
@@ -113,6 +116,7 @@ def save_model_dir(
 
     import io
 
+    model = _point_model(model, training)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     # forecaster.json goes first and comes back last: a save cut short leaves a directory that
@@ -144,6 +148,21 @@ def save_model_dir(
     document[CONTENT_DIGEST] = content_digest(document)
     write_atomically(directory / META_FILE, json.dumps(document, indent=2) + "\n")
     return directory
+
+
+def _point_model(model: torch.nn.Module, training: Mapping[str, Any]) -> torch.nn.Module:
+    """The module whose weights and config are saved: a quantile model's point model, whose levels
+    must be the training config's (load rebuilds them from it)."""
+    levels = getattr(model, "quantiles", None)
+    if levels is None:
+        return model
+    saved = training.get("quantiles")
+    if saved is None or [float(q) for q in saved] != [float(q) for q in levels]:
+        raise ConfigError(
+            f"save_model_dir: the model forecasts the quantiles {list(levels)} but training.quantiles is {saved!r}; "
+            "a loaded model would not forecast the same levels"
+        )
+    return model.point_model
 
 
 def content_digest(document: Mapping[str, Any]) -> str:
@@ -192,7 +211,11 @@ class LoadedModel:
 
 def load_model_dir(directory: str | Path, map_location: str | torch.device = "cpu") -> LoadedModel:
     """Rebuild and load a saved model, refusing files that are malformed, modified after saving or
-    do not match their config (errors name the file and the field)."""
+    do not match their config (errors name the file and the field).
+
+    The model comes back ready to forecast, in eval mode on ``map_location``: a model saved with
+    ``training.quantiles`` as its ``QuantileForecastModel`` (output [B, Q, H, N]), whose horizon H
+    must be the data's ``pred_len``."""
     directory = Path(directory)
     meta_path = directory / META_FILE
     weights = directory / WEIGHTS_FILE
@@ -205,7 +228,7 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
     # Fields first, digests second: an invalid field is named as such, a valid but changed one is
     # caught by the digest.
     meta = _check_document(document, meta_path)
-    model = _build_saved_model(document, meta, meta_path)
+    model, quantiles = _build_saved_model(document, meta, meta_path)
     if document["format_version"] >= 2:
         _check_digest(meta_path, content_digest(document), CONTENT_DIGEST, document)
     _check_digest(weights, _sha256(weights), "weights_sha256", document)
@@ -217,6 +240,10 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
     model.load_state_dict(state)
     model.eval()
     history_values, history_stamps = _load_history(directory / HISTORY_FILE, document, meta)
+    if quantiles is not None:
+        model = _quantile_model(model, quantiles, meta, directory)
+    if isinstance(map_location, (str, torch.device)):  # torch.load also takes a mapping or a function
+        model = model.to(map_location)
     return LoadedModel(
         model=model,
         meta=meta,
@@ -225,6 +252,18 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
         history_values=history_values,
         history_timestamps=history_stamps,
     )
+
+
+def _quantile_model(model: torch.nn.Module, quantiles, meta: SeriesMeta, directory: Path) -> torch.nn.Module:
+    """The saved point model (pred_len H·Q) wrapped again as the quantile model it was trained as."""
+    from damcha_ts.probabilistic import QuantileForecastModel, validate_quantiles
+
+    wrapped = QuantileForecastModel(model, validate_quantiles(quantiles, argument="training.quantiles"))
+    if wrapped.horizon != meta.pred_len:
+        raise ConfigError(
+            f"{directory}: the quantile model forecasts {wrapped.horizon} steps but its data says {meta.pred_len}"
+        )
+    return wrapped.eval()
 
 
 def _read_document(path: Path) -> dict:
@@ -288,7 +327,7 @@ def _check_series_meta(data: Mapping, path: Path) -> SeriesMeta:
     import dataclasses
 
     from damcha_ts.data.frames import check_freq
-    from damcha_ts.data.protocol import FEATURE_MODES
+    from damcha_ts.data.options import FEATURE_MODES
 
     def where(name: str) -> str:
         return f"{path}: data.{name}"
@@ -361,8 +400,9 @@ def _json_type(value: Any) -> str:
     return "null" if value is None else kinds.get(type(value), type(value).__name__)
 
 
-def _build_saved_model(document: Mapping, meta: SeriesMeta, path: Path) -> torch.nn.Module:
-    """The model of the model section, which must agree with the training and data sections."""
+def _build_saved_model(document: Mapping, meta: SeriesMeta, path: Path) -> tuple[torch.nn.Module, list | None]:
+    """(the model of the model section, the training section's quantile levels or None); the model
+    must agree with the training and data sections."""
     from damcha_ts.models import build_model
     from damcha_ts.training.config import TrainingConfig
 
@@ -374,12 +414,12 @@ def _build_saved_model(document: Mapping, meta: SeriesMeta, path: Path) -> torch
         model = build_model(dict(document["model"]))
     except (DamchaError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: model section: {exc}") from exc
-    # A quantile model is saved as its point model, pred_len H·Q (Forecaster.load checks H).
+    # A quantile model is saved as its point model, pred_len H·Q (_quantile_model checks H).
     expected = {"seq_len": meta.seq_len} if training.quantiles else {"seq_len": meta.seq_len, "pred_len": meta.pred_len}
     for name, value in expected.items():
         if getattr(model.config, name) != value:
             raise ConfigError(f"{path}: model.{name}={getattr(model.config, name)} but data.{name}={value}")
-    return model
+    return model, training.quantiles
 
 
 def _load_history(path: Path, document: Mapping, meta: SeriesMeta):

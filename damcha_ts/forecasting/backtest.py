@@ -1,0 +1,79 @@
+"""Rolling-origin forecasts of a :class:`~damcha_ts.forecasting.Predictor` without refitting."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.forecasting.output import long_names
+
+
+def window_step(n_windows: int, step: int | None, horizon: int) -> int:
+    """The rows between cutoffs (default: ``horizon``); ConfigError unless both are >= 1."""
+    step = horizon if step is None else int(step)
+    if n_windows < 1 or step < 1:
+        raise ConfigError(f"n_windows and step must be >= 1, got {n_windows} and {step}")
+    return step
+
+
+def cutoffs(n_rows: int, n_windows: int, step: int, lookback: int, horizon: int) -> list[int]:
+    """Row positions of the last history row of each window; the last window's forecast ends at the
+    last row."""
+    last_cutoff = n_rows - horizon - 1
+    positions = [last_cutoff - k * step for k in reversed(range(n_windows))]
+    if positions[0] - lookback + 1 < 0:
+        raise DataError(
+            f"{n_windows} windows {step} rows apart need {lookback + horizon + (n_windows - 1) * step} "
+            f"rows (lookback + horizon + (n_windows - 1) * step); the data has {n_rows}"
+        )
+    return positions
+
+
+def backtest(
+    predictor,
+    values: np.ndarray,
+    timestamps: pd.DatetimeIndex,
+    *,
+    n_windows: int = 5,
+    step: int | None = None,
+    input_options: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Forecasts from ``n_windows`` cutoffs ``step`` rows apart over raw ``values`` [T, C] (model
+    column order) and their ``timestamps``, as a long frame.
+
+    Columns: id, time, ``cutoff``, the true value and ``forecast`` (names follow the long layout in
+    ``input_options``; defaults ``id``, ``date``, ``value``); a quantile model adds
+    ``forecast_q0.1``, ... and its ``forecast`` is the median.
+    """
+    from damcha_ts.probabilistic import quantile_column_name
+
+    horizon, lookback = predictor.horizon, predictor.lookback
+    step = window_step(n_windows, step, horizon)
+    positions = cutoffs(len(values), n_windows, step, lookback, horizon)
+    histories = np.stack([values[c - lookback + 1 : c + 1] for c in positions])
+    forecasts, levels = predictor.forecast(histories, [timestamps[c - lookback + 1 : c + 1] for c in positions])
+    columns = predictor.output_columns
+    position = {c: i for i, c in enumerate(predictor.meta.columns)}  # a dict: linear in the columns
+    truth_columns = [position[c] for c in columns]
+    id_col, time_col, value_col = long_names(input_options or {})
+    pieces = []
+    for k, cutoff in enumerate(positions):
+        future = timestamps[cutoff + 1 : cutoff + 1 + horizon]
+        truth = values[cutoff + 1 : cutoff + 1 + horizon][:, truth_columns]
+        for j, column in enumerate(columns):
+            piece = {
+                id_col: column,
+                time_col: future,
+                "cutoff": timestamps[cutoff],
+                value_col: truth[:, j],
+                "forecast": forecasts[k, :, j],
+            }
+            if levels is not None:
+                for q, level in enumerate(predictor.quantiles):
+                    piece[quantile_column_name("forecast", level)] = levels[k, q, :, j]
+            pieces.append(pd.DataFrame(piece))
+    return pd.concat(pieces, ignore_index=True)

@@ -1,0 +1,130 @@
+"""New input read the way a model's fit input was read.
+
+A model remembers (``SeriesMeta.input_options``) how its fit input looked: wide or long, its time
+column, date format, separator, variate names and order. New data for ``predict``/``backtest``/
+``plot`` is read with those options (plus what the caller adds), must have the fitted columns and
+must step at the fitted frequency; ``fit``/``evaluate`` data get the options of :func:`prepare_options`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from damcha_ts.data.layout import INPUT_OPTIONS, READ_OPTIONS, describe_input
+from damcha_ts.errors import ConfigError, DataError
+
+
+def history_from(meta, data: Any, data_options: Mapping[str, Any]):
+    """(kind, input options, raw values [L, C] in model column order, timestamps [L]): the last
+    ``lookback`` rows of ``data``."""
+    kind, input_options, frame = load_history(meta, data, data_options)
+    lookback = int(meta.seq_len)
+    if len(frame) < lookback:
+        raise DataError(f"the history has {len(frame)} rows; the model needs lookback={lookback} rows to forecast")
+    values = frame[meta.columns].to_numpy(dtype=np.float64)[-lookback:]
+    return kind, input_options, values, frame.index[-lookback:]
+
+
+def load_history(meta, data: Any, data_options: Mapping[str, Any]) -> tuple[str, dict, pd.DataFrame]:
+    """(kind, input options, frame): ``data`` read as the fit input was, checked to have the fitted columns."""
+    from damcha_ts.data import load_frame
+
+    fitted = list(meta.input_options.get("input_columns") or meta.columns)
+    options = stamps_from_index(data, {k: v for k, v in meta.input_options.items() if k in INPUT_OPTIONS})
+    check_data_options("predict/backtest", data_options, with_protocol=False)
+    options.update(data_options)
+    if isinstance(data, np.ndarray):
+        width = 1 if data.ndim == 1 else data.shape[1]
+        if width != len(fitted):
+            raise DataError(f"the history has {width} columns; the model was fitted on {len(fitted)}")
+        options["columns"] = fitted  # positions carry the fitted names
+        options.setdefault("freq", meta.freq)
+    kind, input_options = describe_input(data, options)
+    frame = load_frame(data, **options)
+    check_same_freq(frame, meta.freq)
+    given = [str(c) for c in frame.columns]
+    given_set, fitted_set = set(given), set(fitted)  # sets: linear in the columns
+    missing = [c for c in fitted if c not in given_set]
+    extra = [c for c in given if c not in fitted_set]
+    if missing or extra:
+        raise DataError(
+            f"the history's columns differ from those at fit time: missing {missing}, unexpected {extra} "
+            f"(fitted on {fitted})"
+        )
+    return kind, input_options, frame
+
+
+def prepare_options(configured: Mapping[str, Any], freq: str | None, data: Any, data_options: Mapping[str, Any]) -> dict:
+    """The ``prepare`` options of ``fit``/``evaluate`` data: the configured data settings
+    (``configured``: from a run config or a saved model, never from an earlier fit), the
+    constructor's ``freq``, then the caller's ``data_options``."""
+    from damcha_ts.data.registry import is_benchmark_name
+
+    benchmark = isinstance(data, str) and is_benchmark_name(data)
+    options = {k: v for k, v in configured.items() if k not in ("dataset", "seq_len", "pred_len")}
+    if str(data) != str(configured.get("dataset")):
+        options.pop("path", None)  # where the fitted benchmark's file lies, not this data's
+    if freq is not None and not benchmark:
+        options.setdefault("freq", freq)
+    if not benchmark:
+        # User data: time marks from its own frequency (the benchmark convention is "h").
+        options.setdefault("time_features_freq", None)
+    check_data_options("fit/evaluate", data_options, with_protocol=True)
+    options.update(data_options)
+    return options
+
+
+def saved_read_options(meta, data: Any) -> dict:
+    """How the fit input's file or frame was laid out (time_col, date_format, ...), for reading
+    ``data`` the same way; nothing for arrays and benchmark names."""
+    from damcha_ts.data.registry import is_benchmark_name
+
+    if isinstance(data, np.ndarray) or (isinstance(data, str) and is_benchmark_name(data) and not Path(data).is_file()):
+        return {}
+    return stamps_from_index(data, {k: v for k, v in meta.input_options.items() if k in READ_OPTIONS})
+
+
+def check_data_options(method: str, given: Mapping[str, Any], *, with_protocol: bool) -> None:
+    """Data options are keywords of ``load_frame`` (how to read the data), plus, where a split is
+    prepared, of ``prepare`` (features, target, split...); anything else is a typo or a model
+    setting (lookback and horizon belong to the constructor)."""
+    import inspect
+
+    from damcha_ts.data import load_frame, prepare
+
+    def keywords(function) -> set[str]:
+        return {p.name for p in inspect.signature(function).parameters.values() if p.kind is p.KEYWORD_ONLY}
+
+    allowed = keywords(load_frame) | (keywords(prepare) - {"seq_len", "pred_len"} if with_protocol else set())
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"{method}(): unknown data option(s) {unknown}; valid: {sorted(allowed)} "
+            "(lookback, horizon and model settings go to Forecaster(...))"
+        )
+
+
+def stamps_from_index(data: Any, saved: dict) -> dict:
+    """Saved read options for ``data``: a model fitted on a frame with a time column also reads a
+    frame whose timestamps are its DatetimeIndex (the time column is then not there)."""
+    if (isinstance(data, pd.DataFrame) and isinstance(data.index, pd.DatetimeIndex)
+            and saved.get("time_col") is not None and saved["time_col"] not in map(str, data.columns)):
+        return {k: v for k, v in saved.items() if k != "time_col"}
+    return saved
+
+
+def check_same_freq(frame: pd.DataFrame, fitted_freq: str) -> None:
+    """New history must step as the fitted data did: the forecast's timestamps and time features
+    follow the fitted frequency."""
+    from pandas.tseries.frequencies import to_offset
+
+    from damcha_ts.data import frame_info
+
+    given = frame_info(frame).get("freq")
+    if given is not None and to_offset(given) != to_offset(fitted_freq):
+        raise DataError(f"the history's timestamps step by {given!r}; the model was fitted on data at {fitted_freq!r}")

@@ -1,0 +1,35 @@
+"""``predict``: the forecast after a history, in the kind of that history (wide, long or NumPy)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from damcha_ts.errors import ConfigError
+from damcha_ts.forecasting.history import history_from
+from damcha_ts.forecasting.output import format_forecast
+
+
+def predict(predictor, data: Any = None, **data_options: Any):
+    """Forecast the ``horizon`` steps after the end of ``data`` (default: the predictor's history,
+    written in the fit input's kind); ``data_options`` say how to read ``data`` (see
+    :func:`damcha_ts.forecasting.history.load_history`)."""
+    meta = predictor.meta
+    if data is None:
+        if data_options:
+            raise ConfigError(
+                f"predict(): {sorted(data_options)} only apply to new data (predict(data, ...)); the horizon is "
+                f"fixed at fit time ({predictor.horizon} steps)"
+            )
+        values, stamps = stored_history(predictor)
+        kind, input_options = meta.input_kind, meta.input_options
+    else:
+        kind, input_options, values, stamps = history_from(meta, data, data_options)
+    forecast = predictor.forecast_after(values, stamps)
+    return format_forecast(forecast, kind, input_options, meta.input_options.get("input_columns"))
+
+
+def stored_history(predictor):
+    """(values [L, C], timestamps [L]) the predictor continues from without data."""
+    if predictor.history is None:
+        raise ConfigError("this model was saved without history; pass the history to predict(data)")
+    return predictor.history

@@ -1,0 +1,195 @@
+"""``Predictor``: a fitted model with its saved scaler and time-mark convention.
+
+    >>> predictor = Predictor.load("my_model")                          # doctest: +SKIP
+    >>> point, levels = predictor.forecast(histories, [stamps, ...])   # doctest: +SKIP
+
+It works on arrays in the model's column order (``meta.columns``, the target last in ``MS`` mode):
+raw-scale histories ``[B, L, C]`` and their timestamps in, raw-scale forecasts ``[B, H, C_out]``
+out (``C_out``: every column, or the target alone in ``MS`` mode, see
+:func:`damcha_ts.data.protocol.scored_slice`), and for a quantile model the levels
+``[B, Q, H, C_out]``, whose median is the point forecast. A forecast that is not finite is an error
+naming its likely cause, never a result. Reading user input and writing the output in the input's
+kind are the jobs of ``history.py`` and ``output.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from damcha_ts.data.protocol import scored_slice
+from damcha_ts.errors import ConfigError, DataError
+
+
+@dataclass
+class Forecast:
+    """The forecast of the ``horizon`` steps after one history (model column order)."""
+
+    point: np.ndarray  # [H, C_out], raw scale; the median for a quantile model
+    levels: np.ndarray | None  # [Q, H, C_out] in the order of ``quantiles``, or None
+    timestamps: pd.DatetimeIndex  # [H], the steps after the history's last timestamp
+    columns: list[str]  # the C_out column names
+    quantiles: tuple[float, ...] | None = None
+
+
+class Predictor:
+    """Forecasts of ``model`` with the scaler and time marks of the data in ``meta``.
+
+    Args:
+        model: the fitted network, ``(x [B, L, C], x_mark [B, L, M]) -> [B, H, C]``, or a
+            ``QuantileForecastModel`` (``-> [B, Q, H, C]``), in eval mode.
+        meta: the :class:`~damcha_ts.training.artifacts.SeriesMeta` of its training data
+            (columns, frequency, features mode, scaler mean/scale, time-mark frequency).
+        quantiles: the model's levels (default: those of a ``QuantileForecastModel``).
+        history: ``(values [L, C], timestamps [L])`` to continue from by default, or None.
+    """
+
+    def __init__(self, model, meta, quantiles: Sequence[float] | None = None, history=None):
+        own = getattr(model, "quantiles", None)
+        if quantiles is not None and own is not None and tuple(map(float, quantiles)) != tuple(own):
+            raise ConfigError(f"Predictor: quantiles {list(quantiles)} differ from the model's {list(own)}")
+        levels = own if quantiles is None else quantiles
+        self.model = model
+        self.meta = meta
+        self.quantiles = None if levels is None else tuple(float(q) for q in levels)
+        self.history = history
+
+    @classmethod
+    def load(cls, directory: str | Path, map_location: str = "cpu") -> Predictor:
+        """The Predictor of a saved model directory (or of a run folder's ``model/``), with its history."""
+        from damcha_ts.training.artifacts import load_model_dir, model_directory
+
+        return cls.from_saved(load_model_dir(model_directory(directory), map_location=map_location))
+
+    @classmethod
+    def from_saved(cls, loaded) -> Predictor:
+        """The Predictor of a :class:`~damcha_ts.training.artifacts.LoadedModel`."""
+        history = None if loaded.history_values is None else (loaded.history_values, loaded.history_timestamps)
+        return cls(loaded.model, loaded.meta, history=history)
+
+    # ------------------------------------------------------------------ what it forecasts
+    @property
+    def horizon(self) -> int:
+        return int(self.meta.pred_len)
+
+    @property
+    def lookback(self) -> int:
+        return int(self.meta.seq_len)
+
+    @property
+    def output_columns(self) -> list[str]:
+        """The forecast's columns (C_out), model order: all of them, or the target alone in ``MS`` mode."""
+        return list(self.meta.columns[scored_slice(self.meta.features)])
+
+    @property
+    def device(self):
+        return next(self.model.parameters()).device
+
+    def future_timestamps(self, last: pd.Timestamp) -> pd.DatetimeIndex:
+        """The ``horizon`` timestamps after ``last`` at the fitted frequency."""
+        return pd.date_range(start=last, periods=self.horizon + 1, freq=self.meta.freq, name="date")[1:]
+
+    # ------------------------------------------------------------------ forecasting
+    def forecast(
+        self, histories: np.ndarray, timestamps: Sequence[pd.DatetimeIndex]
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Raw-scale histories [B, L, C] (model column order) and their timestamps -> raw forecasts.
+
+        Returns (point [B, H, C_out], levels [B, Q, H, C_out] or None for a point model).
+        """
+        import torch
+
+        from damcha_ts.data import time_features
+        from damcha_ts.probabilistic import median_index
+
+        meta = self.meta
+        histories = np.asarray(histories, dtype=np.float64)
+        expected = (self.lookback, len(meta.columns))
+        if histories.ndim != 3 or histories.shape[1:] != expected or len(timestamps) != len(histories):
+            raise DataError(
+                f"forecast() got histories of shape {histories.shape} and {len(timestamps)} timestamp indexes; "
+                f"the model reads [B, {expected[0]}, {expected[1]}] (lookback rows of {list(meta.columns)}) "
+                "with one index per history"
+            )
+        mean, scale = np.asarray(meta.scaler_mean), np.asarray(meta.scaler_scale)
+        scaled = (histories - mean) / scale
+        marks = np.stack([time_features(stamps, meta.time_features_freq or meta.freq)[0] for stamps in timestamps])
+        device = self.device
+        with torch.no_grad():
+            out = self.model(
+                torch.as_tensor(scaled, dtype=torch.float32, device=device),
+                torch.as_tensor(marks, dtype=torch.float32, device=device),
+            ).double().cpu().numpy()  # [B, H, C], or [B, Q, H, C] for a quantile model
+        # Variates are the last axis either way; scale > 0 keeps the quantiles in order.
+        scored = scored_slice(meta.features)
+        out = out[..., scored] * scale[scored] + mean[scored]
+        check_finite_forecast(out, scaled, self.model, self.output_columns)
+        if self.quantiles is None:
+            return out, None
+        return out[:, median_index(self.quantiles)], out
+
+    def forecast_after(self, values: np.ndarray, timestamps: pd.DatetimeIndex) -> Forecast:
+        """One history ([L, C] raw values, [L] timestamps) -> the forecast of the steps after it."""
+        point, levels = self.forecast(np.asarray(values, dtype=np.float64)[None], [timestamps])
+        return Forecast(
+            point=point[0],
+            levels=None if levels is None else levels[0],
+            timestamps=self.future_timestamps(timestamps[-1]),
+            columns=self.output_columns,
+            quantiles=self.quantiles,
+        )
+
+    def evaluate(self, series, split: str, batch_size: int) -> dict[str, Any]:
+        """MSE/MAE over every window of ``split`` of a prepared series (its own scaler), z-scale and
+        original scale; a quantile model is scored on its median."""
+        from damcha_ts.training.evaluation import evaluate_loader, scored_scaler, split_loader, summary
+
+        loader = split_loader(series, split, batch_size=batch_size)
+        errors = evaluate_loader(
+            self.model, loader, scaler=scored_scaler(series), device=self.device, target_only=series.target_only
+        )
+        scores = summary(errors)
+        if not all(np.isfinite(scores[k]) for k in ("mse", "mae")):
+            raise DataError(
+                f"the {split} MSE/MAE on {series.name} are not finite (MSE {scores['mse']}, MAE {scores['mae']}): "
+                + non_finite_cause(self.model)
+            )
+        return {"dataset": series.name, "split": split, **scores}
+
+
+def check_finite_forecast(forecast: np.ndarray, scaled_history: np.ndarray, model, columns: Sequence[str]) -> None:
+    """The last line of defence: a NaN/inf forecast ([..., H, N]) is an error, never a result."""
+    bad = ~np.isfinite(forecast)
+    if not bad.any():
+        return
+    steps = np.flatnonzero(bad.any(axis=tuple(a for a in range(bad.ndim) if a != bad.ndim - 2))) + 1
+    variates = [columns[j] for j in np.flatnonzero(bad.any(axis=tuple(range(bad.ndim - 1))))]
+    raise DataError(
+        f"the forecast holds NaN/inf for variates {_briefly(variates)} at steps {_briefly(steps)} "
+        f"(of {forecast.shape[-2]}): {non_finite_cause(model, scaled_history)}"
+    )
+
+
+def _briefly(items, limit: int = 10) -> str:
+    items = [str(i) for i in items]
+    return ", ".join(items[:limit]) + (f", ... ({len(items)} in all)" if len(items) > limit else "")
+
+
+def non_finite_cause(model, scaled_history: np.ndarray | None = None) -> str:
+    """The likely reason a model's output is not finite, for the error message."""
+    import torch
+
+    if scaled_history is not None and not np.isfinite(scaled_history).all():
+        return ("the history, scaled by the saved scaler, holds NaN/inf (check the history's values and "
+                "data.scaler_mean / data.scaler_scale in forecaster.json)")
+    broken = [name for name, tensor in model.state_dict().items()
+              if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    if broken:
+        return (f"the model's weights hold NaN/inf ({_briefly(broken, 3)}): its training diverged; retrain it "
+                "(e.g. with a lower learning rate)")
+    return "the model overflowed on this input (values far outside the range it was trained on?)"
