@@ -26,13 +26,15 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.data.layout import describe_input, input_columns
+from damcha_ts.data.options import PROTOCOL_KEYS, ReadOptions
 from damcha_ts.errors import ConfigError
 from damcha_ts.forecasting.history import check_data_options as _check_data_options  # noqa: F401 (its old home)
 from damcha_ts.forecasting.history import history_from, load_history, prepare_options, saved_read_options
-from damcha_ts.training.config import TrainingConfig, plain_values
+from damcha_ts.training.config import TrainingConfig, plain_values, split_keywords
 
-# prepare options that define the data setting of a model, saved with it (JSON-ready).
-_SETTING_OPTIONS = ("features", "target", "time_features_freq", "split", "fill", "allow_irregular", "path")
+# The data options that define a model's setting, saved with it (JSON-ready): the protocol's but
+# lookback and horizon (the constructor's), the value policies, and where a benchmark file lies.
+_SETTING_OPTIONS = (*(k for k in PROTOCOL_KEYS if k not in ("seq_len", "pred_len")), *ReadOptions.ALWAYS, "path")
 # The training defaults live in TrainingConfig alone; the constructor's come from there.
 _DEFAULT = {f.name: f.default for f in dataclasses.fields(TrainingConfig)}
 
@@ -282,9 +284,7 @@ def _settings(
             raise ConfigError(f"{name} must be a positive integer, got {value!r}")
     if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)) or random_state < 0:
         raise ConfigError(f"random_state must be a non-negative integer (the seed of every run), got {random_state!r}")
-    training_fields = {f.name for f in dataclasses.fields(TrainingConfig)}
-    training_options = {k: v for k, v in kwargs.items() if k in training_fields}
-    model_options = {k: v for k, v in kwargs.items() if k not in training_fields}
+    model_options, training_options = split_keywords(kwargs)
     levels = None if quantiles is None else validate_quantiles(quantiles, argument="quantiles")
     training = TrainingConfig.from_dict(
         {
@@ -310,14 +310,10 @@ def _keywords(training: Mapping[str, Any]) -> dict:
 
 def _model_config(model: str, lookback: int, horizon: int, options: Mapping[str, Any]) -> dict:
     """The validated, complete model config (ConfigError for unknown names or keys)."""
-    from damcha_ts.models import MODEL_NAMES, make_config, registry
+    from damcha_ts.models.registry import model_spec, resolve_model_config
 
-    if not isinstance(model, str) or (model not in MODEL_NAMES and model not in registry.FAMILIES):
-        raise ConfigError(f"unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
-    config = make_config({"name": model, **options, "seq_len": lookback, "pred_len": horizon})
-    family = model.partition("_")[0]
-    name = f"{family}_{getattr(config, registry.FAMILIES[family].attention_field)}"
-    return {"name": name, **dataclasses.asdict(config)}
+    model_spec(model, where="model")  # named as the constructor's argument
+    return resolve_model_config({"name": model, **options, "seq_len": lookback, "pred_len": horizon})
 
 
 # ---------------------------------------------------------------------- fit and evaluate data

@@ -93,14 +93,9 @@ def check_data_options(method: str, given: Mapping[str, Any], *, with_protocol: 
     """Data options are keywords of ``load_frame`` (how to read the data), plus, where a split is
     prepared, of ``prepare`` (features, target, split...); anything else is a typo or a model
     setting (lookback and horizon belong to the constructor)."""
-    import inspect
+    from damcha_ts.data.options import PROTOCOL_KEYS, READ_KEYS
 
-    from damcha_ts.data import load_frame, prepare
-
-    def keywords(function) -> set[str]:
-        return {p.name for p in inspect.signature(function).parameters.values() if p.kind is p.KEYWORD_ONLY}
-
-    allowed = keywords(load_frame) | (keywords(prepare) - {"seq_len", "pred_len"} if with_protocol else set())
+    allowed = set(READ_KEYS) | (set(PROTOCOL_KEYS) - {"seq_len", "pred_len"} if with_protocol else set())
     unknown = sorted(set(given) - allowed)
     if unknown:
         raise ConfigError(

@@ -66,7 +66,7 @@ def model_spec(name: Any, *, where: str = "model name") -> ModelSpec:
     if name not in MODEL_NAMES and name not in FAMILIES:
         close = difflib.get_close_matches(str(name), MODEL_NAMES, n=2)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(f"{where} {name!r} is unknown{hint}; valid names: {', '.join(MODEL_NAMES + tuple(FAMILIES))}")
+        raise ConfigError(f"unknown {where} {name!r}{hint}; valid names: {', '.join(MODEL_NAMES + tuple(FAMILIES))}")
     return FAMILIES[family]
 
 

@@ -56,7 +56,7 @@ def test_unknown_key_names_the_key_and_lists_the_valid_ones():
         build_model({"name": "itransformer_damcha", "dmodel": 64})
     with pytest.raises(ConfigError, match=r"unknown key 'patch_len'"):
         build_model("itransformer_mha", patch_len=8)  # a Gateformer key
-    with pytest.raises(ConfigError, match=r"model name 'patchtst' is unknown; valid names: itransformer_mha"):
+    with pytest.raises(ConfigError, match=r"unknown model name 'patchtst'; valid names: itransformer_mha"):
         build_model("patchtst")
     with pytest.raises(ConfigError, match="contradicts attention='mha'"):
         build_model({"name": "itransformer_damcha", "attention": "mha"})

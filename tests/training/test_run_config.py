@@ -68,7 +68,7 @@ def test_schema_two_fields_appear_in_the_dict_only_when_set():
      ({"data": {"layout": "tall"}}, r"layout must be one of"),
      ({"data": {"ignore": 3}}, r"data\.ignore=3: expected a list of column names"),
      ({"model": {"d_modle": 8}}, r"unknown key 'model\.d_modle'; did you mean d_model\?"),
-     ({"model": {"name": "itransformer_damch"}}, r"model\.name 'itransformer_damch' is unknown; did you mean itransformer_damcha"),
+     ({"model": {"name": "itransformer_damch"}}, r"unknown model\.name 'itransformer_damch'; did you mean itransformer_damcha"),
      ({"model": {"seq_len": 12}}, r"model\.seq_len=12 disagrees with data\.seq_len=96"),
      ({"training": {"batch_size": "many"}}, r"training\.batch_size='many' is not a valid int"),
      ({"trainer": {"x": 1}}, r"unknown key 'trainer'")],
