@@ -393,9 +393,7 @@ def _write_outputs(out_dir: Path, run: RunConfig, fit: FitResult, series, result
         _write_table(out_dir / "metrics_per_variate.csv", tables[1])
     save_model_dir(
         out_dir / MODEL_DIR,
-        # A quantile model is saved as its point model (pred_len = H·Q); loading re-wraps it
-        # from the saved training config, as Forecaster.save/load do.
-        getattr(fit.module.model, "point_model", fit.module.model),
+        fit.module.model,  # a quantile model too: save_model_dir stores its point model, load wraps it
         _series_meta(series, run.data.to_dict()),
         training=run.training.to_dict(),
         history_values=series.latest_values,
