@@ -117,9 +117,40 @@ def _merge(summaries: list, grids: list, results: Path) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from damcha_ts.errors import ConfigError
     from damcha_ts.leaderboard.grid import load_grid
-    from damcha_ts.leaderboard.runner import run_leaderboard
+
+    _check_arguments(args)
+    grids = [load_grid(path) for path in args.config]
+    root = grids[0].project_root
+    results = Path(args.results).resolve() if args.results else root / DEFAULT_RESULTS
+    runs_dir = Path(args.runs_dir).resolve() if args.runs_dir else root / DEFAULT_RUNS
+    only = tuple(dict.fromkeys(_canonical(name, grids) for name in args.only_dataset))
+    only_models = tuple(dict.fromkeys(_known_model(label, grids) for label in args.only_model))
+    if args.merge:
+        _merge_other_results(args.merge, results)
+    summaries = []
+    if not (args.report_only or args.merge):
+        summaries = _run_grids(args, grids, results, runs_dir, only, only_models)
+    outcome = _merge(summaries, grids, results)
+    report, report_error = None, None
+    if args.report_only or args.merge or outcome["ran"]:
+        report, report_error = _report_after_runs(grids, results, runs_dir, root, grids_ran=bool(summaries))
+    else:
+        # Nothing new to show: the committed report, plots and curves stay byte for byte as they are.
+        outcome["report_unchanged"] = str(results.parent / REPORT_NAME)
+        ended = "no cell finished" if outcome["failed"] or outcome["corrupt_datasets"] else "nothing to run"
+        print(f"{ended}; report left as it is "
+              f"({outcome['report_unchanged']}; --report-only regenerates it)", file=sys.stderr)
+    outcome["report"] = None if report is None else str(report)
+    if report_error:
+        outcome["report_error"] = report_error
+    _print_outcome(args, outcome, report, grids_ran=bool(summaries))
+    return 1 if outcome["failed"] or outcome["corrupt_datasets"] or report_error else 0
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Reject bad counts before anything runs; ``--data-dir`` becomes ``DAMCHA_TS_DATA``."""
+    from damcha_ts.errors import ConfigError
 
     if args.max_cells is not None and args.max_cells < 0:
         raise ConfigError(f"--max-cells must be >= 0, got {args.max_cells}")
@@ -130,23 +161,28 @@ def run(args: argparse.Namespace) -> int:
         if not data_dir.is_dir():
             raise ConfigError(f"--data-dir {args.data_dir}: no such folder")
         os.environ["DAMCHA_TS_DATA"] = str(data_dir)  # inherited by GPU worker processes too
-    grids = [load_grid(path) for path in args.config]
-    root = grids[0].project_root
-    results = Path(args.results).resolve() if args.results else root / DEFAULT_RESULTS
-    runs_dir = Path(args.runs_dir).resolve() if args.runs_dir else root / DEFAULT_RUNS
-    only = tuple(dict.fromkeys(_canonical(name, grids) for name in args.only_dataset))
-    only_models = tuple(dict.fromkeys(_known_model(label, grids) for label in args.only_model))
 
-    if args.merge:
-        from damcha_ts.leaderboard.merge import merge_results
 
-        for source in args.merge:
-            for row in merge_results(source, results):
-                print(f"merged {row['dataset']} {row['model']} H={row['horizon']} seed={row['seed']}: "
-                      f"mse={row['mse']:.4f} ({row['hardware']})", file=sys.stderr)
+def _merge_other_results(sources: list[str], results: Path) -> None:
+    """Add the finished cells of other machines' results CSVs (``--merge``), one line per row."""
+    from damcha_ts.leaderboard.merge import merge_results
+
+    for source in sources:
+        for row in merge_results(source, results):
+            print(f"merged {row['dataset']} {row['model']} H={row['horizon']} seed={row['seed']}: "
+                  f"mse={row['mse']:.4f} ({row['hardware']})", file=sys.stderr)
+
+
+def _run_grids(
+    args: argparse.Namespace, grids: list, results: Path, runs_dir: Path, only: tuple, only_models: tuple
+) -> list:
+    """Run the grids in order (only the ``--only-dataset``/``--only-model`` cells); ``--max-cells`` is
+    one budget over all of them."""
+    from damcha_ts.leaderboard.runner import run_leaderboard
+
     summaries = []
     budget = args.max_cells
-    for grid in [] if args.report_only or args.merge else grids:
+    for grid in grids:
         summary = run_leaderboard(
             grid, results, runs_dir=runs_dir, only_datasets=only, only_models=only_models, max_cells=budget,
             download=not args.no_download, cpu_jobs=args.cpu_jobs,
@@ -154,42 +190,42 @@ def run(args: argparse.Namespace) -> int:
         summaries.append(summary)
         if budget is not None:
             budget = max(0, budget - len(summary.ran) - len(summary.failed))
-    outcome = _merge(summaries, grids, results)
-    report, report_error = None, None
-    if args.report_only or args.merge or outcome["ran"]:
-        try:
-            report = _regenerate_report(grids, results, runs_dir, root)
-        except Exception as exc:
-            if not summaries:  # --report-only: the report is the whole job, so its error is the command's
-                raise
-            # Cells ran and their rows are saved: say what ran, then how the report failed.
-            report_error = f"{type(exc).__name__}: {exc}"
-            print(f"damcha-ts: the report was not regenerated ({report_error}); the rows are saved in {results}. "
-                  "Fix the cause and rerun with --report-only.", file=sys.stderr)
-    else:
-        # Nothing new to show: the committed report, plots and curves stay byte for byte as they are.
-        outcome["report_unchanged"] = str(results.parent / REPORT_NAME)
-        ended = "no cell finished" if outcome["failed"] or outcome["corrupt_datasets"] else "nothing to run"
-        print(f"{ended}; report left as it is "
-              f"({outcome['report_unchanged']}; --report-only regenerates it)", file=sys.stderr)
-    outcome["report"] = None if report is None else str(report)
-    if report_error:
-        outcome["report_error"] = report_error
+    return summaries
+
+
+def _report_after_runs(
+    grids: list, results: Path, runs_dir: Path, root: Path, *, grids_ran: bool
+) -> tuple[Path | None, str | None]:
+    """(the regenerated report, None), or (None, why it failed) when cells ran: their rows are saved,
+    so the command says what ran, then how the report failed. With nothing run (``--report-only``)
+    the report is the whole job, so its error is the command's."""
+    try:
+        return _regenerate_report(grids, results, runs_dir, root), None
+    except Exception as exc:
+        if not grids_ran:
+            raise
+        report_error = f"{type(exc).__name__}: {exc}"
+        print(f"damcha-ts: the report was not regenerated ({report_error}); the rows are saved in {results}. "
+              "Fix the cause and rerun with --report-only.", file=sys.stderr)
+        return None, report_error
+
+
+def _print_outcome(args: argparse.Namespace, outcome: dict, report: Path | None, *, grids_ran: bool) -> None:
+    """``--json``: the one JSON object on stdout; else a line of counts (when grids ran) and the report."""
     if args.json:
         print(json.dumps(outcome, default=str))
-    else:
-        if summaries:
-            print(
-                f"ran {len(outcome['ran'])}, failed {len(outcome['failed'])}, already finished "
-                f"{outcome['already_finished']}, still to run {outcome['remaining']}"
-                + "".join(f"; {m['dataset']}: {m['filename']} missing ({m['cells']} cells skipped)"
-                          for m in outcome["missing_datasets"])
-                + "".join(f"; {c['dataset']}: {c['filename']} CORRUPT ({c['cells']} cells not run)"
-                          for c in outcome["corrupt_datasets"])
-            )
-        if report is not None:
-            print(f"report: {report}")
-    return 1 if outcome["failed"] or outcome["corrupt_datasets"] or report_error else 0
+        return
+    if grids_ran:
+        print(
+            f"ran {len(outcome['ran'])}, failed {len(outcome['failed'])}, already finished "
+            f"{outcome['already_finished']}, still to run {outcome['remaining']}"
+            + "".join(f"; {m['dataset']}: {m['filename']} missing ({m['cells']} cells skipped)"
+                      for m in outcome["missing_datasets"])
+            + "".join(f"; {c['dataset']}: {c['filename']} CORRUPT ({c['cells']} cells not run)"
+                      for c in outcome["corrupt_datasets"])
+        )
+    if report is not None:
+        print(f"report: {report}")
 
 
 def _regenerate_report(grids: list, results: Path, runs_dir: Path, root: Path) -> Path:

@@ -134,11 +134,18 @@ def _search_dirs() -> list[tuple[str, Path]]:
     return dirs
 
 
-def _how_to_provide(spec: DatasetSpec) -> str:
+def how_to_provide(spec: DatasetSpec) -> str:
+    """How to provide a benchmark file that is missing or fails its checksum: where to get it, where
+    to put it, and what it must hold. Every error about such a file carries it, and the leaderboard's
+    messages about missing or corrupt files use it too."""
+    checksum = (f"sha256 of the uncompressed CSV {spec.sha256} (from the damcha_ts registry)"
+                if spec.sha256 else "the registry records no sha256 for it")
     return (
         f"To provide it: download {spec.urls[0]} yourself and either pass its path, put it (or a "
         f"gzip copy, {spec.filename}.gz) in a directory named by ${DATA_ENV}, or put it in the "
-        f"cache directory {cache_dir()}."
+        f"cache directory {cache_dir()}. Expected: {spec.n_rows} rows x {spec.n_variates} variates "
+        f"(+ date), {checksum}."
+        + (f" Other sources: {', '.join(spec.urls[1:])}." if len(spec.urls) > 1 else "")
     )
 
 
@@ -158,7 +165,7 @@ def locate_dataset(name: str | DatasetSpec, path: str | os.PathLike | None = Non
             found = [c for c in _candidates(spec, given) if c.is_file()]
             if not found:
                 listed = ", ".join(str(c) for c in _candidates(spec, given))
-                raise DatasetNotFoundError(f"{spec.name}: none of {listed} exists. {_how_to_provide(spec)}")
+                raise DatasetNotFoundError(f"{spec.name}: none of {listed} exists. {how_to_provide(spec)}")
             # The first copy that verifies (a bad ETTh1.csv must not hide a good ETTh1.csv.gz).
             for candidate in found[:-1]:
                 try:
@@ -168,7 +175,7 @@ def locate_dataset(name: str | DatasetSpec, path: str | os.PathLike | None = Non
                     warnings.warn(f"{exc} Looking further.", DataWarning, stacklevel=2)
             given = found[-1]
         elif not given.is_file():
-            raise DatasetNotFoundError(f"{spec.name}: no such file: {given}. {_how_to_provide(spec)}")
+            raise DatasetNotFoundError(f"{spec.name}: no such file: {given}. {how_to_provide(spec)}")
         verify_file(given, spec)
         return given
 
@@ -201,7 +208,7 @@ def locate_dataset(name: str | DatasetSpec, path: str | os.PathLike | None = Non
     message = (
         f"{spec.name}: {spec.filename} was not found. Searched:\n  {places}\n"
         + "\n".join(failures)
-        + f"\n{_how_to_provide(spec)}"
+        + f"\n{how_to_provide(spec)}"
     )
     if rejected:
         raise ChecksumError(message + "\nFiles rejected for a wrong checksum:\n  " + "\n  ".join(map(str, rejected)),

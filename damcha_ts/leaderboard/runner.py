@@ -112,7 +112,7 @@ def missing_dataset_message(dataset: str, error: Exception, n_cells: int) -> Mis
     spec = get_spec(dataset)
     message = (
         f"{dataset}: the data file {spec.filename} is missing, so its {n_cells} leaderboard cell(s) are "
-        f"skipped (nothing is estimated for them).\n{_how_to_provide(spec)}\n  Details: {error}"
+        f"skipped (nothing is estimated for them).\n{_advice(spec)}\n  Details: {_details(error, spec)}"
     )
     return MissingDataset(dataset, spec.filename, spec.sha256, n_cells, message)
 
@@ -124,25 +124,31 @@ def corrupt_dataset_message(dataset: str, error: Exception, n_cells: int) -> Cor
     spec = get_spec(dataset)
     # Of a search's error (every place searched, then the rejected files), the rejected files with
     # their digests are what matter here.
-    details = "\n  ".join(map(str, getattr(error, "rejected", ()))) or str(error)
+    details = "\n  ".join(map(str, getattr(error, "rejected", ()))) or _details(error, spec)
     message = (
         f"{dataset}: the data file {spec.filename} is corrupt (it fails its checksum), so "
         f"its {n_cells} leaderboard cell(s) were not run; replace it with the canonical file.\n"
-        f"  {details}\n{_how_to_provide(spec)}"
+        f"  {details}\n{_advice(spec)}"
     )
     return CorruptDataset(dataset, spec.filename, n_cells, message)
 
 
-def _how_to_provide(spec) -> str:
-    checksum = (f"sha256 of the uncompressed CSV: {spec.sha256} (from the damcha_ts registry)"
-                if spec.sha256 else "the registry records no sha256 for it")
+def _advice(spec) -> str:
+    """The data layer's advice, and what the leaderboard adds: its --data-dir, and that a rerun resumes."""
+    from damcha_ts.data.storage import how_to_provide
+
     return (
-        f"  Provide it: put {spec.filename} (or {spec.filename}.gz) in a folder and set "
-        f"DAMCHA_TS_DATA=/that/folder, or pass --data-dir /that/folder; then rerun the same command "
-        f"(finished cells are kept).\n"
-        f"  Expected: {spec.n_rows} rows x {spec.n_variates} variates (+ date), {checksum}.\n"
-        f"  Source: {', '.join(spec.urls)}"
+        f"  {how_to_provide(spec)}\n"
+        f"  Or pass --data-dir FOLDER (it sets DAMCHA_TS_DATA=FOLDER); then rerun the same command "
+        f"(finished cells are kept)."
     )
+
+
+def _details(error: Exception, spec) -> str:
+    """The data layer's error without its advice on providing the file, which the message gives once."""
+    from damcha_ts.data.storage import how_to_provide
+
+    return str(error).replace(how_to_provide(spec), "").strip()
 
 
 def expected_cells(grid: LeaderboardGrid, runs_dir: str | Path, rows: Sequence[dict] = ()) -> list:
@@ -208,18 +214,37 @@ def run_leaderboard(
     Without a GPU, ``cpu_jobs`` > 1 runs that many cells at once in worker processes that split the
     cores between them (small models train faster per core on one thread than on several).
     """
-    from damcha_ts.data import locate_dataset
-    from damcha_ts.leaderboard.environment import detect_devices
-
     results_path, runs_dir = Path(results_path), Path(runs_dir)
     cells = grid.cells(tuple(only_datasets), tuple(only_models))
     summary = LeaderboardRun(grid=grid.relative_path, results=str(results_path), planned=len(cells))
-
     resolved = [resolve_cell(c, grid, runs_dir) for c in cells]
-    finished = {cell_key(row): row for row in read_results(results_path)}  # read once per call
+    finished = {cell_key(row) for row in read_results(results_path)}  # read once per call
     pending = [r for r in resolved if r.key not in finished]
     summary.already_finished = len(resolved) - len(pending)
-    # Only datasets with cells left to run need their file (a finished grid reruns anywhere).
+    pending = _with_dataset_files(pending, summary, download, log)
+    # Cells that failed last time go last, so that with --max-cells a cell that keeps failing cannot
+    # hold back the rest of the grid (they are still retried once nothing else is left).
+    pending.sort(key=lambda item: _failed_before(item))
+    free = _not_held_elsewhere(pending, summary, log)
+    todo = free if max_cells is None else free[: max(0, max_cells)]
+    log(f"leaderboard {grid.name}: {len(cells)} cells, {summary.already_finished} already in {results_path}, "
+        f"{len(pending)} to run, running {len(todo)} now")
+    _run_cells(todo, _CellRecorder(summary, grid, results_path, len(todo), log), cpu_jobs)
+    # Still to run: what has no row yet (failed cells and those another runner holds included),
+    # leaving out the cells of missing or corrupt dataset files.
+    summary.remaining = len(resolved) - summary.already_finished - len(summary.ran) - sum(
+        item.cells for item in [*summary.missing_datasets, *summary.corrupt_datasets])
+    return summary
+
+
+def _with_dataset_files(
+    pending: list[ResolvedCell], summary: LeaderboardRun, download: bool, log: Callable[[str], None]
+) -> list[ResolvedCell]:
+    """The pending cells whose dataset file is here (or downloads); the others are listed in the
+    summary as missing or corrupt. Only datasets with cells left need their file, so a finished grid
+    reruns anywhere."""
+    from damcha_ts.data import locate_dataset
+
     for dataset in dict.fromkeys(r.cell.dataset for r in pending):
         n_cells = sum(r.cell.dataset == dataset for r in pending)
         try:
@@ -233,10 +258,13 @@ def run_leaderboard(
         else:
             continue
         pending = [r for r in pending if r.cell.dataset != dataset]
-    # Cells that failed last time go last, so that with --max-cells a cell that keeps failing cannot
-    # hold back the rest of the grid (they are still retried once nothing else is left).
-    pending.sort(key=lambda item: _failed_before(item))
-    # Cells another runner is training now are left to it, and do not use up --max-cells.
+    return pending
+
+
+def _not_held_elsewhere(
+    pending: Sequence[ResolvedCell], summary: LeaderboardRun, log: Callable[[str], None]
+) -> list[ResolvedCell]:
+    """Cells another runner is training now are left to it (listed as busy), and do not use up --max-cells."""
     free = []
     for item in pending:
         if held_elsewhere(item):
@@ -244,34 +272,54 @@ def run_leaderboard(
             log(f"{item.cell.describe()}: skipped, another leaderboard process is running it")
         else:
             free.append(item)
-    todo = free if max_cells is None else free[: max(0, max_cells)]
-    log(f"leaderboard {grid.name}: {len(cells)} cells, {summary.already_finished} already in {results_path}, "
-        f"{len(pending)} to run, running {len(todo)} now")
+    return free
 
-    def record(index: int, item: ResolvedCell, row: dict | None, error: str | None) -> None:
+
+@dataclass
+class _CellRecorder:
+    """Records what each cell came to, in the calling process alone: its row (with its sample and
+    curves), its failure (marked in its run folder, so it goes last next time), or "busy"."""
+
+    summary: LeaderboardRun
+    grid: LeaderboardGrid
+    results_path: Path
+    total: int  # cells run by this invocation, for the [i/n] prefix
+    log: Callable[[str], None]
+
+    def __call__(self, index: int, item: ResolvedCell, row: dict | None, error: str | None) -> None:
         """A finished cell (row), a failed one (error) or, with neither, one another runner has."""
-        prefix = f"[{index + 1}/{len(todo)}] {item.cell.describe()}"
+        prefix = f"[{index + 1}/{self.total}] {item.cell.describe()}"
         if row is None and error is None:
-            summary.busy.append(item.cell.describe())
-            log(f"{prefix}: skipped, another leaderboard process is running it")
-            return
-        if row is None:
-            summary.failed.append({"cell": item.cell.describe(), "error": error})
-            log(f"{prefix}: FAILED\n{error}")
-            if item.run_dir is not None:
-                item.run_dir.mkdir(parents=True, exist_ok=True)
-                write_atomically(item.run_dir / FAILED_MARK, str(error))
-            return
+            self.summary.busy.append(item.cell.describe())
+            self.log(f"{prefix}: skipped, another leaderboard process is running it")
+        elif row is None:
+            self._failed(prefix, item, error)
+        else:
+            self._finished(prefix, item, row)
+
+    def _failed(self, prefix: str, item: ResolvedCell, error: str) -> None:
+        self.summary.failed.append({"cell": item.cell.describe(), "error": error})
+        self.log(f"{prefix}: FAILED\n{error}")
+        if item.run_dir is not None:
+            item.run_dir.mkdir(parents=True, exist_ok=True)
+            write_atomically(item.run_dir / FAILED_MARK, str(error))
+
+    def _finished(self, prefix: str, item: ResolvedCell, row: dict) -> None:
         if item.run_dir is not None:
             (item.run_dir / FAILED_MARK).unlink(missing_ok=True)
-        if not append_result(results_path, row):
-            log(f"{prefix}: another runner wrote this cell's row first; kept that one")
-            summary.already_finished += 1
+        if not append_result(self.results_path, row):
+            self.log(f"{prefix}: another runner wrote this cell's row first; kept that one")
+            self.summary.already_finished += 1
             return
-        _keep_sample(item, grid, results_path)
-        _keep_curves(results_path, [(row, item)])
-        summary.ran.append(row)
-        log(f"{prefix}: mse={row['mse']:.4f} mae={row['mae']:.4f} ({row['wall_seconds']:.1f} s)")
+        _keep_sample(item, self.grid, self.results_path)
+        _keep_curves(self.results_path, [(row, item)])
+        self.summary.ran.append(row)
+        self.log(f"{prefix}: mse={row['mse']:.4f} mae={row['mae']:.4f} ({row['wall_seconds']:.1f} s)")
+
+
+def _run_cells(todo: Sequence[ResolvedCell], record: Callable, cpu_jobs: int) -> None:
+    """One worker process per GPU; without one, ``cpu_jobs`` worker processes, or this process."""
+    from damcha_ts.leaderboard.environment import detect_devices
 
     plan = detect_devices()
     if plan.uses_cuda and todo:
@@ -280,25 +328,25 @@ def run_leaderboard(
     elif cpu_jobs > 1 and todo:
         run_in_workers(todo, cpu_slots(cpu_jobs, len(todo)), plan.trainer_kwargs(), record)
     else:
-        import torch
+        _run_in_this_process(todo, plan.trainer_kwargs(), record)
 
-        # Every core, unless the user pinned a thread count the standard way (OMP_NUM_THREADS).
-        if not os.environ.get("OMP_NUM_THREADS"):
-            torch.set_num_threads(os.cpu_count() or 1)
-        for index, item in enumerate(todo):
-            try:
-                row = run_cell(item, plan.trainer_kwargs())
-            except CellBusy:
-                record(index, item, None, None)
-            except Exception:  # noqa: BLE001 - one broken cell must not stop the grid
-                record(index, item, None, traceback.format_exc())
-            else:
-                record(index, item, row, None)
-    # Still to run: what has no row yet (failed cells and those another runner holds included),
-    # leaving out the cells of missing or corrupt dataset files.
-    summary.remaining = len(resolved) - summary.already_finished - len(summary.ran) - sum(
-        item.cells for item in [*summary.missing_datasets, *summary.corrupt_datasets])
-    return summary
+
+def _run_in_this_process(todo: Sequence[ResolvedCell], trainer_kwargs: dict, record: Callable) -> None:
+    """The cells one after another, on every core unless the user pinned a thread count the standard
+    way (OMP_NUM_THREADS)."""
+    import torch
+
+    if not os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(os.cpu_count() or 1)
+    for index, item in enumerate(todo):
+        try:
+            row = run_cell(item, trainer_kwargs)
+        except CellBusy:
+            record(index, item, None, None)
+        except Exception:  # noqa: BLE001 - one broken cell must not stop the grid
+            record(index, item, None, traceback.format_exc())
+        else:
+            record(index, item, row, None)
 
 
 def cpu_slots(cpu_jobs: int, cells: int, environ: Mapping[str, str] | None = None) -> list[dict]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.training.config import plain_values
+from damcha_ts.schema import load_shipped, plain_values, reject_unknown_keys
 
 PARAM_TYPES = ("float", "int", "categorical")
 PRUNER_TYPES = ("median", "hyperband")
@@ -260,17 +260,13 @@ def as_overrides(values: Mapping[str, Any]) -> list[str]:
     return [f"{path}={json.dumps(value)}" for path, value in values.items()]
 
 
-def _check_keys(where: str, values: Mapping, valid: tuple[str, ...]) -> None:
-    for key in values:
-        if key not in valid:
-            raise ConfigError(f"{where}: unknown key {key!r} (valid keys: {', '.join(valid)})")
-
-
-def _section(source: str, data: Mapping, key: str) -> Mapping:
-    """A file section that must be a mapping (``pruner: median`` is not one)."""
+def _section(source: str, data: Mapping, key: str, valid: tuple[str, ...] | None = None) -> Mapping:
+    """A file section that must be a mapping (``pruner: median`` is not one), of ``valid`` keys if given."""
     section = data.get(key) or {}
     if not isinstance(section, Mapping):
         raise ConfigError(f"{source}: {key!r} must be a mapping of keys to values, got {section!r}")
+    if valid is not None:
+        reject_unknown_keys(section, valid, key, source=source)
     return section
 
 
@@ -292,44 +288,57 @@ def _number(where: str, value: Any, *, integer: bool = False, at_least: float | 
     return float(value)
 
 
+# ---------------------------------------------------------------------------- one parameter
 def _parse_param(source: str, path: str, body: Any) -> ParamSpec:
     where = f"{source}: space.{path}"
     if not isinstance(path, str) or len(path.split(".")) != 2 or not all(path.split(".")):
         raise ConfigError(f"{where}: a parameter name must be section.key, e.g. model.d_model")
     if not isinstance(body, Mapping):
         raise ConfigError(f"{where}: must be a mapping with a 'type' (one of {', '.join(PARAM_TYPES)})")
-    _check_keys(where, body, _PARAM_KEYS)
+    reject_unknown_keys(body, _PARAM_KEYS, f"space.{path}", source=source)
     kind = body.get("type")
     if kind not in PARAM_TYPES:
         raise ConfigError(f"{where}.type={kind!r} is not one of {', '.join(PARAM_TYPES)}")
+    when = _parse_when(where, path, body.get("when") or {})
+    if kind == "categorical":
+        return ParamSpec(path=path, type=kind, choices=_parse_choices(where, body), when=when)
+    return ParamSpec(path=path, type=kind, **_parse_range(where, kind, body), when=when)
 
-    when_raw = body.get("when") or {}
-    if not isinstance(when_raw, Mapping):
+
+def _parse_when(where: str, path: str, when: Any) -> tuple[tuple[str, tuple], ...]:
+    """``when: {model.name: a}`` -> ``(("model.name", ("a",)),)``; a list of values means any of them."""
+    if not isinstance(when, Mapping):
         raise ConfigError(f"{where}.when must map config paths to a value or a list of values")
-    when = []
-    for condition_path, allowed in when_raw.items():
+    conditions = []
+    for condition_path, allowed in when.items():
         if condition_path == path:
             raise ConfigError(f"{where}.when: a parameter cannot depend on itself")
         if len(str(condition_path).split(".")) != 2:
             raise ConfigError(f"{where}.when: {condition_path!r} must be section.key")
         allowed_values = allowed if isinstance(allowed, list) else [allowed]
-        when.append((str(condition_path), tuple(plain_values(v) for v in allowed_values)))
+        conditions.append((str(condition_path), tuple(plain_values(v) for v in allowed_values)))
+    return tuple(conditions)
 
-    if kind == "categorical":
-        for key in ("low", "high", "log", "step"):
-            if key in body:
-                raise ConfigError(f"{where}: {key!r} does not apply to a categorical parameter")
-        choices = body.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise ConfigError(f"{where}.choices must be a non-empty list")
-        for choice in choices:
-            if isinstance(choice, Mapping):
-                raise ConfigError(f"{where}.choices: {choice!r}: a choice may be a scalar or a list")
-        plain = [plain_values(c) for c in choices]
-        if len({json.dumps(c) for c in plain}) != len(plain):
-            raise ConfigError(f"{where}.choices has duplicates: {choices}")
-        return ParamSpec(path=path, type=kind, choices=tuple(plain), when=tuple(when))
 
+def _parse_choices(where: str, body: Mapping) -> tuple:
+    """The choices of a categorical parameter: scalars or lists, at least one, no duplicates."""
+    for key in ("low", "high", "log", "step"):
+        if key in body:
+            raise ConfigError(f"{where}: {key!r} does not apply to a categorical parameter")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise ConfigError(f"{where}.choices must be a non-empty list")
+    for choice in choices:
+        if isinstance(choice, Mapping):
+            raise ConfigError(f"{where}.choices: {choice!r}: a choice may be a scalar or a list")
+    plain = [plain_values(c) for c in choices]
+    if len({json.dumps(c) for c in plain}) != len(plain):
+        raise ConfigError(f"{where}.choices has duplicates: {choices}")
+    return tuple(plain)
+
+
+def _parse_range(where: str, kind: str, body: Mapping) -> dict[str, Any]:
+    """``low``, ``high``, ``log`` and ``step`` of a float or int parameter, checked together."""
     if "choices" in body:
         raise ConfigError(f"{where}: 'choices' only applies to type categorical")
     integer = kind == "int"
@@ -351,15 +360,43 @@ def _parse_param(source: str, path: str, body: Any) -> ParamSpec:
             raise ConfigError(f"{where}.step must be > 0")
         if log:
             raise ConfigError(f"{where}: 'step' cannot be combined with log scale")
-    return ParamSpec(path=path, type=kind, low=low, high=high, log=log, step=step, when=tuple(when))
+    return {"low": low, "high": high, "log": log, "step": step}
 
 
+# ---------------------------------------------------------------------------- the whole file
 def parse_search_spec(data: Mapping, *, source: str = "search", default_name: str = "study") -> SearchSpec:
     """Build a :class:`SearchSpec` from the data of a search file (already YAML-loaded)."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: a search file must be a mapping with a 'space' section")
-    _check_keys(source, data, _FILE_KEYS)
-    space = data.get("space")
+    reject_unknown_keys(data, _FILE_KEYS, "", source=source)
+    params = _parse_space(source, data.get("space"))
+    sampler = _section(source, data, "sampler", _SAMPLER_KEYS)
+    pruner_type, pruner_arguments = _parse_pruner(source, data)
+    storage = _section(source, data, "storage", _STORAGE_KEYS)
+    trainer = _parse_trainer(source, data)
+    heartbeat, grace = _heartbeat_and_grace(source, storage)
+    return SearchSpec(
+        source=source,
+        params=params,
+        study_name=str(data.get("study_name") or default_name),
+        sampler_seed=_number(f"{source}: sampler.seed", sampler.get("seed", 0), integer=True, at_least=0),
+        n_startup_trials=_number(
+            f"{source}: sampler.n_startup_trials", sampler.get("n_startup_trials", 10), integer=True,
+            at_least=0,
+        ),
+        pruner_type=pruner_type,
+        pruner_arguments=pruner_arguments,
+        heartbeat_interval=heartbeat,
+        grace_period=grace,
+        max_retry=_number(f"{source}: storage.max_retry", storage.get("max_retry", 2), integer=True,
+                          at_least=0),
+        trainer_kwargs=dict(trainer),
+        raw=copy.deepcopy(dict(data)),
+    )
+
+
+def _parse_space(source: str, space: Any) -> tuple[ParamSpec, ...]:
+    """The ``space`` section, in file order; a ``when`` may only read a parameter listed above it."""
     if not isinstance(space, Mapping) or not space:
         raise ConfigError(f"{source}: 'space' must map config paths (section.key) to parameters")
     params = [_parse_param(source, path, body) for path, body in space.items()]
@@ -372,25 +409,36 @@ def parse_search_spec(data: Mapping, *, source: str = "search", default_name: st
                     f"{source}: space.{param.path}.when uses {condition_path}, which is sampled "
                     "later; list it above"
                 )
+    return tuple(params)
 
-    sampler = _section(source, data, "sampler")
-    _check_keys(f"{source}: sampler", sampler, _SAMPLER_KEYS)
+
+def _parse_pruner(source: str, data: Mapping) -> tuple[str, dict[str, Any]]:
+    """(type, keyword arguments) of the ``pruner`` section; default a median pruner."""
     pruner = dict(_section(source, data, "pruner") or {"type": "median"})
     pruner_type = pruner.pop("type", "median")
     if pruner_type not in PRUNER_TYPES:
         raise ConfigError(f"{source}: pruner.type={pruner_type!r} is not one of {', '.join(PRUNER_TYPES)}")
-    _check_keys(f"{source}: pruner ({pruner_type})", pruner, _PRUNER_ARGUMENTS[pruner_type])
+    # The valid keys depend on the type: say which type they are for.
+    reject_unknown_keys(pruner, ("type", *_PRUNER_ARGUMENTS[pruner_type]), "pruner",
+                        source=f"{source} (pruner type {pruner_type})")
     for key, value in pruner.items():
         if not (pruner_type == "hyperband" and key == "max_resource" and value == "auto"):
             pruner[key] = _number(f"{source}: pruner.{key}", value, integer=True,
                                   at_least=_PRUNER_MINIMUM.get(key, 0))
-    storage = _section(source, data, "storage")
-    _check_keys(f"{source}: storage", storage, _STORAGE_KEYS)
+    return pruner_type, pruner
+
+
+def _parse_trainer(source: str, data: Mapping) -> Mapping:
+    """Lightning Trainer arguments for every run, less those the study sets itself."""
     trainer = _section(source, data, "trainer")
     for reserved in ("callbacks", "logger", "default_root_dir"):
         if reserved in trainer:
             raise ConfigError(f"{source}: trainer.{reserved} is set by the study itself")
+    return trainer
 
+
+def _heartbeat_and_grace(source: str, storage: Mapping) -> tuple[int, int]:
+    """The RDB heartbeat interval and the grace period after which a silent trial counts as dead."""
     heartbeat = _number(
         f"{source}: storage.heartbeat_interval", storage.get("heartbeat_interval", 60), integer=True
     )
@@ -402,41 +450,10 @@ def parse_search_spec(data: Mapping, *, source: str = "search", default_name: st
             f"{source}: storage needs heartbeat_interval >= 1 and grace_period > heartbeat_interval "
             f"(got {heartbeat} and {grace})"
         )
-    return SearchSpec(
-        source=source,
-        params=tuple(params),
-        study_name=str(data.get("study_name") or default_name),
-        sampler_seed=_number(f"{source}: sampler.seed", sampler.get("seed", 0), integer=True, at_least=0),
-        n_startup_trials=_number(
-            f"{source}: sampler.n_startup_trials", sampler.get("n_startup_trials", 10), integer=True,
-            at_least=0,
-        ),
-        pruner_type=pruner_type,
-        pruner_arguments=pruner,
-        heartbeat_interval=heartbeat,
-        grace_period=grace,
-        max_retry=_number(f"{source}: storage.max_retry", storage.get("max_retry", 2), integer=True,
-                          at_least=0),
-        trainer_kwargs=dict(trainer),
-        raw=copy.deepcopy(dict(data)),
-    )
+    return heartbeat, grace
 
 
 def load_search_spec(path: str | Path) -> SearchSpec:
-    """Read and check a search file (``configs/search/NAME.yaml`` or any path)."""
-    import yaml
-
-    path = Path(path)
-    if not path.is_file():
-        from damcha_ts.training.config import CONFIG_ROOT
-
-        shipped = CONFIG_ROOT / "search" / f"{path}.yaml"
-        if not path.suffix and shipped.is_file():
-            path = shipped
-        else:
-            raise ConfigError(f"search file {str(path)!r} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    """Read and check a search file: a path, or the name of a shipped one (``configs/search/NAME.yaml``)."""
+    path, data = load_shipped("search", path)
     return parse_search_spec(data, source=str(path), default_name=path.stem)

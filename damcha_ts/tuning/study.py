@@ -400,7 +400,46 @@ def run_study(
         compare_default: also train and test the base config, for the report.
         command: the command line, written into the report.
     """
-    from damcha_ts.tuning.objective import BaseConfig, jsonable
+    setup = _set_up(config, search, n_trials=n_trials, workers=workers, storage=storage, study_name=study_name,
+                    overrides=overrides, horizon=horizon, out_dir=out_dir, trainer_kwargs=trainer_kwargs)
+    study = _open_pinned_study(setup)
+    worker_spec = _new_launch(study, setup, trainer_kwargs, n_trials)
+    _record_invocation(study, worker_spec, command=command, workers=workers)
+    exit_codes = _run_trials(worker_spec, setup.out_dir, workers)
+
+    result = summarize(study, setup.spec, setup.url, setup.out_dir)
+    result.worker_exit_codes = exit_codes
+    result.n_added = _finished(study, worker_spec["launch_token"])
+    if result.best_trial is not None:
+        _export_and_test_best(study, result, setup, evaluate_test=evaluate_test, compare_default=compare_default)
+    from damcha_ts.tuning.report import write_report
+
+    result.report = str(write_report(study, setup.spec, result, setup.out_dir, command=command))
+    write_atomically(setup.out_dir / SUMMARY_FILE, json.dumps(result.to_json(), indent=2, default=str) + "\n")
+    return result
+
+
+@dataclass(frozen=True)
+class _StudySetup:
+    """What a launch works on, resolved and checked before anything is written."""
+
+    spec: SearchSpec
+    base: Any  # objective.BaseConfig: how workers rebuild the base config
+    base_config: dict  # the resolved base run config
+    name: str
+    out_dir: Path
+    url: str
+    trainer_kwargs: dict  # the search file's ``trainer`` with the caller's arguments over it
+
+
+def _set_up(
+    config: str | Path | Mapping, search: str | Path | SearchSpec, *, n_trials: int, workers: int,
+    storage: str | None, study_name: str | None, overrides: Sequence[str], horizon: int | None,
+    out_dir: str | Path | None, trainer_kwargs: Mapping | None,
+) -> _StudySetup:
+    """Check the arguments, the search file and every search path against the base config, and
+    the storage URL; then create the study folder."""
+    from damcha_ts.tuning.objective import BaseConfig
 
     if n_trials < 0 or workers < 1:
         raise ConfigError(f"--n-trials must be >= 0 and --workers >= 1 (got {n_trials}, {workers})")
@@ -412,43 +451,64 @@ def run_study(
     out_dir = (Path(out_dir) if out_dir is not None else DEFAULT_OUT_ROOT / name).resolve()
     url = resolve_storage_url(storage, out_dir)  # a bad --storage fails before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
-    run_trainer_kwargs = {**spec.trainer_kwargs, **(trainer_kwargs or {})}
+    return _StudySetup(spec, base, base_config, name, out_dir, url, {**spec.trainer_kwargs, **(trainer_kwargs or {})})
+
+
+def _open_pinned_study(setup: _StudySetup):
+    """The study, pinned to the hashes of the base config and of the space + trainer arguments."""
+    from damcha_ts.tuning.objective import jsonable
 
     pins = {
-        "base_config_hash": _hash(base_config),
-        "search_hash": _hash({"space": spec.raw.get("space"), "trainer": run_trainer_kwargs}),
+        "base_config_hash": _hash(setup.base_config),
+        "search_hash": _hash({"space": setup.spec.raw.get("space"), "trainer": setup.trainer_kwargs}),
     }
-    study = open_study(name, url, spec, pins)
+    study = open_study(setup.name, setup.url, setup.spec, pins)
     if "base_config" not in study.user_attrs:  # for whoever inspects the study (optuna-dashboard)
-        study.set_user_attr("base_config", jsonable(base_config))
+        study.set_user_attr("base_config", jsonable(setup.base_config))
+    return study
+
+
+def _new_launch(study, setup: _StudySetup, trainer_kwargs: Mapping | None, n_trials: int) -> dict:
+    """The spec this launch's workers run on (JSON data), with its trial budget created on disk."""
+    from damcha_ts.tuning.objective import jsonable
 
     launch = len(study.get_trials(deepcopy=False))
+    base = setup.base
     worker_spec = {
-        "study_name": name,
-        "storage": url,
-        "out_dir": str(out_dir),
+        "study_name": setup.name,
+        "storage": setup.url,
+        "out_dir": str(setup.out_dir),
         "config": {"source": base.source, "horizon": base.horizon, "overrides": list(base.overrides)},
-        "search": spec.raw,
-        "search_source": spec.source,
+        "search": setup.spec.raw,
+        "search_source": setup.spec.source,
         "trainer_kwargs": jsonable(trainer_kwargs or {}),
         "launch": launch,
         "launch_token": new_launch_token(),
         "n_trials": n_trials,
-        "claims": str(out_dir / WORKERS_DIR / f"claims_{launch:05d}_{os.getpid()}.json"),
+        "claims": str(setup.out_dir / WORKERS_DIR / f"claims_{launch:05d}_{os.getpid()}.json"),
     }
     TrialClaims(worker_spec["claims"], n_trials)
-    log(f"study {name!r} in {display_url(url)}: {launch} trials so far, adding {n_trials}")
-    # The study's own history: a resumed study's report lists every launch that fed it, with the
-    # token its workers' sampler seeds came from.
+    log(f"study {setup.name!r} in {display_url(setup.url)}: {launch} trials so far, adding {n_trials}")
+    return worker_spec
+
+
+def _record_invocation(study, worker_spec: Mapping, *, command: str | None, workers: int) -> None:
+    """The study's own history: a resumed study's report lists every launch that fed it, with the
+    token its workers' sampler seeds came from."""
     history = list(study.user_attrs.get(INVOCATIONS_ATTR, []))
-    history.append({"command": command or "run_study() from Python", "trials_before": launch,
-                    "n_trials": n_trials, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    history.append({"command": command or "run_study() from Python", "trials_before": worker_spec["launch"],
+                    "n_trials": worker_spec["n_trials"], "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                     "launch_token": worker_spec["launch_token"], "workers": workers})
     study.set_user_attr(INVOCATIONS_ATTR, history)
+
+
+def _run_trials(worker_spec: dict, out_dir: Path, workers: int) -> list[int]:
+    """Run the launch's trials in this process (one worker) or in worker processes; returns their
+    exit codes (none in this process)."""
     started = time.perf_counter()
     exit_codes: list[int] = []
     try:
-        if n_trials > 0:
+        if worker_spec["n_trials"] > 0:
             if workers == 1:
                 run_worker(worker_spec, 0)
             else:
@@ -456,33 +516,30 @@ def run_study(
     finally:  # an interrupted launch leaves no stale budget behind
         Path(worker_spec["claims"]).unlink(missing_ok=True)
     log(f"trials done in {time.perf_counter() - started:.1f} s")
+    return exit_codes
 
-    result = summarize(study, spec, url, out_dir)
-    result.worker_exit_codes = exit_codes
-    result.n_added = _finished(study, worker_spec["launch_token"])
-    if result.best_trial is not None:
-        from damcha_ts.tuning.report import export_best_config
 
-        # The trial summarize() chose, not study.best_trial: on a shared database another machine
-        # may finish a better one in between, and the report and best_config.yaml must agree.
-        best = next(t for t in study.get_trials(deepcopy=False) if t.number == result.best_trial)
-        result.best_config = str(export_best_config(best, out_dir / BEST_CONFIG_FILE, study_name=name,
-                                                    trainer_kwargs=run_trainer_kwargs))
-        if evaluate_test:
-            log(f"testing the best config (trial {best.number}) once")
-            result.tuned = evaluate_config(
-                best.user_attrs["config"], out_dir / "best_test", trainer_kwargs=run_trainer_kwargs
-            )
-        if compare_default:
-            log("training and testing the default (base) config for comparison")
-            result.default = evaluate_config(
-                base_config, out_dir / "default_test", trainer_kwargs=run_trainer_kwargs
-            )
-    from damcha_ts.tuning.report import write_report
+def _export_and_test_best(
+    study, result: StudyResult, setup: _StudySetup, *, evaluate_test: bool, compare_default: bool
+) -> None:
+    """Export the best trial's config as a run config; test it (and the base config) once."""
+    from damcha_ts.tuning.report import export_best_config
 
-    result.report = str(write_report(study, spec, result, out_dir, command=command))
-    write_atomically(out_dir / SUMMARY_FILE, json.dumps(result.to_json(), indent=2, default=str) + "\n")
-    return result
+    # The trial summarize() chose, not study.best_trial: on a shared database another machine
+    # may finish a better one in between, and the report and best_config.yaml must agree.
+    best = next(t for t in study.get_trials(deepcopy=False) if t.number == result.best_trial)
+    result.best_config = str(export_best_config(best, setup.out_dir / BEST_CONFIG_FILE, study_name=setup.name,
+                                                trainer_kwargs=setup.trainer_kwargs))
+    if evaluate_test:
+        log(f"testing the best config (trial {best.number}) once")
+        result.tuned = evaluate_config(
+            best.user_attrs["config"], setup.out_dir / "best_test", trainer_kwargs=setup.trainer_kwargs
+        )
+    if compare_default:
+        log("training and testing the default (base) config for comparison")
+        result.default = evaluate_config(
+            setup.base_config, setup.out_dir / "default_test", trainer_kwargs=setup.trainer_kwargs
+        )
 
 
 # Study user attribute: [{"command", "trials_before", "n_trials", "started", "launch_token", "workers"}].

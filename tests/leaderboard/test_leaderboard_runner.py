@@ -22,6 +22,7 @@ import torch
 
 from damcha_ts.cli.main import main
 from damcha_ts.data import get_spec, locate_dataset
+from damcha_ts.data.storage import how_to_provide
 from damcha_ts.leaderboard.cells import ResolvedCell, resolve_cell, run_cell
 from damcha_ts.leaderboard.grid import Cell, load_grid
 from damcha_ts.leaderboard.results import append_result, cell_key, read_results
@@ -295,6 +296,8 @@ def test_missing_dataset_files_are_named_with_how_to_provide_them(tmp_path, caps
         message = missing[dataset]["message"]
         for text in (filename, "DAMCHA_TS_DATA", "--data-dir", get_spec(dataset).sha256, shape):
             assert text in message and text in captured.err
+        # The data layer's advice, said once (not again in the details of its error).
+        assert message.count(how_to_provide(get_spec(dataset))) == 1
     assert read_results(results) == []
     # Nothing ran, so no file was written; --report-only writes the report with the missing files' notes.
     assert outcome["report"] is None and not (tmp_path / "LEADERBOARD.md").exists()

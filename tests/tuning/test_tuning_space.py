@@ -139,7 +139,7 @@ def test_fixed_trial_values_become_config_overrides():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"spaces": {}}, "unknown key 'spaces'"),
+        ({"spaces": {}}, "search.yaml: unknown key 'spaces'; did you mean space? (valid keys: study_name,"),
         ({"space": {"d_model": {"type": "int", "low": 1, "high": 2}}}, "section.key"),
         ({"space": {"model.d_model": {"type": "integer", "low": 1, "high": 2}}}, "model.d_model.type"),
         ({"space": {"model.d_model": {"type": "int", "low": 4, "high": 2}}}, "low=4 must be smaller"),
@@ -154,9 +154,24 @@ def test_fixed_trial_values_become_config_overrides():
             {"space": {"model.d_model": {"type": "categorical", "choices": [1], "low": 0}}},
             "'low' does not apply",
         ),
-        ({"space": {"model.d_model": {"type": "int", "low": 1, "high": 4, "spet": 1}}}, "unknown key 'spet'"),
+        (
+            {"space": {"model.d_model": {"type": "int", "low": 1, "high": 4, "spet": 1}}},
+            "search.yaml: unknown key 'space.model.d_model.spet' (valid keys: type, low, high, log, step,",
+        ),
+        (
+            {"space": {"model.d_model": {"type": "int", "low": 1, "high": 4, "hihg": 1}}},
+            "unknown key 'space.model.d_model.hihg'; did you mean high?",
+        ),
         ({"pruner": {"type": "percentile"}}, "pruner.type='percentile'"),
-        ({"pruner": {"type": "median", "min_resource": 1}}, "unknown key 'min_resource'"),
+        (
+            {"pruner": {"type": "median", "min_resource": 1}},
+            "search.yaml (pruner type median): unknown key 'pruner.min_resource' (valid keys: type, n_startup_trials,",
+        ),
+        ({"sampler": {"sed": 1}}, "search.yaml: unknown key 'sampler.sed'; did you mean seed?"),
+        (
+            {"storage": {"heartbeat": 5}},
+            "search.yaml: unknown key 'storage.heartbeat'; did you mean heartbeat_interval?",
+        ),
         ({"storage": {"heartbeat_interval": 10, "grace_period": 5}}, "grace_period > heartbeat_interval"),
         ({"trainer": {"callbacks": []}}, "trainer.callbacks is set by the study"),
         ({"pruner": "median"}, "'pruner' must be a mapping"),
@@ -252,6 +267,16 @@ def test_shipped_search_files_fit_their_configs(path):
     assert spec.study_name == (yaml.safe_load(path.read_text()).get("study_name") or path.stem)
     model = "itransformer_mha" if "mha" in path.stem else "itransformer_damcha"
     spec.check_against(BaseConfig.of(f"{model}/etth1").resolve)
+
+
+def test_search_files_are_found_by_shipped_name_and_a_near_miss_is_named():
+    by_name = load_search_spec("itransformer_damcha_etth1")
+    assert Path(by_name.source) == SEARCH_DIR / "itransformer_damcha_etth1.yaml"
+    assert by_name.study_name == load_search_spec(SEARCH_DIR / "itransformer_damcha_etth1.yaml").study_name
+    assert load_search_spec("search/itransformer_damcha_etth1").source == by_name.source
+    with pytest.raises(ConfigError, match=r"search file 'itransformer_damcha_etth' is neither a file nor a shipped "
+                                          r"search file; did you mean itransformer_damcha_etth1"):
+        load_search_spec("itransformer_damcha_etth")
 
 
 def test_mha_study_searches_the_damcha_study_space_without_the_generator():
