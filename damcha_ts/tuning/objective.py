@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from damcha_ts.tuning.space import SearchSpec, as_overrides
+from damcha_ts.tuning.space import SearchSpec, as_updates
 
 TRIALS_DIR = "trials"
 # Per-trial outputs that are large and not needed after the trial (the best config is retrained).
@@ -62,10 +62,12 @@ class BaseConfig:
 
     def resolve(self, values: Mapping[str, Any] | None = None) -> dict:
         """The resolved run config with a trial's ``{path: value}`` applied over ``--set``."""
-        from damcha_ts.training import load_run_config
+        from damcha_ts.training import RunConfig
+        from damcha_ts.training.config import parse_override
 
-        overrides = [*self.overrides, *as_overrides(values or {})]
-        return load_run_config(self.source, horizon=self.horizon, overrides=overrides)
+        given = {".".join(place): value for place, value in map(parse_override, self.overrides)}
+        updates = as_updates({**given, **(values or {})})  # the trial's values win over --set
+        return RunConfig.load(self.source, horizon=self.horizon, updates=updates).to_dict()
 
 
 def make_pruning_callback(trial):

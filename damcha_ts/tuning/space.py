@@ -250,14 +250,18 @@ def _same_kind(a: Any, b: Any) -> bool:
     return kind(a) is kind(b)
 
 
-def as_overrides(values: Mapping[str, Any]) -> list[str]:
-    """``{"model.d_model": 64}`` -> ``["model.d_model=64"]``, for ``load_run_config(overrides=...)``.
+def as_updates(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"model.d_model": 64}`` -> ``{"model": {"d_model": 64}}``, for ``RunConfig.load(updates=...)``.
 
-    Trial values go through the config loader as overrides (not into a resolved dict) so that
-    they apply before defaults are filled in: a searched ``model.name`` then re-derives the
-    attention switch instead of contradicting the base config's. JSON text is valid YAML.
+    Trial values go through the config loader (not into a resolved dict) so that they apply
+    before defaults are filled in: a searched ``model.name`` then re-derives the attention switch
+    instead of contradicting the base config's.
     """
-    return [f"{path}={json.dumps(value)}" for path, value in values.items()]
+    updates: dict[str, dict[str, Any]] = {}
+    for path, value in values.items():
+        section, _, key = path.partition(".")
+        updates.setdefault(section, {})[key] = value
+    return updates
 
 
 def _section(source: str, data: Mapping, key: str, valid: tuple[str, ...] | None = None) -> Mapping:

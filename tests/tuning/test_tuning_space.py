@@ -12,7 +12,7 @@ import yaml
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.tuning import load_search_spec, parse_search_spec, resolve_storage_url
-from damcha_ts.tuning.space import as_overrides, set_path
+from damcha_ts.tuning.space import as_updates, set_path
 from damcha_ts.tuning.study import new_launch_token, worker_seed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,7 +89,7 @@ def test_log_scale_spreads_samples_over_decades():
 
 
 def test_conditions_read_keys_derived_from_sampled_values():
-    from damcha_ts.training import load_run_config
+    from damcha_ts.training import RunConfig
 
     spec = parse_search_spec({"space": {
         "model.name": {"type": "categorical", "choices": ["itransformer_mha", "itransformer_damcha"]},
@@ -98,7 +98,7 @@ def test_conditions_read_keys_derived_from_sampled_values():
     }})
 
     def resolve(values):
-        return load_run_config(BASE, overrides=as_overrides(values))
+        return RunConfig.load(BASE, updates=as_updates(values)).to_dict()
 
     # The base is DAMCHA; a trial that samples MHA must not also sample (and record) a DAMCHA option.
     mha = spec.sample(optuna.trial.FixedTrial({"model.name": "itransformer_mha"}), BASE, resolve)
@@ -108,7 +108,7 @@ def test_conditions_read_keys_derived_from_sampled_values():
 
 
 def test_fixed_trial_values_become_config_overrides():
-    from damcha_ts.training import load_run_config
+    from damcha_ts.training import RunConfig
 
     spec = parse_search_spec(CONDITIONAL)
     chosen = {
@@ -129,10 +129,10 @@ def test_fixed_trial_values_become_config_overrides():
     assert values["model.generator_hidden"] == [16, 32]
     # Applied as overrides, before defaults are filled in: a searched model name re-derives the
     # attention switch of a resolved base config instead of contradicting it.
-    resolved = load_run_config(BASE, overrides=as_overrides(values))
+    resolved = RunConfig.load(BASE, updates=as_updates(values)).to_dict()
     assert resolved["model"]["generator_hidden"] == [16, 32] and resolved["model"]["share_generator"] is False
     assert resolved["training"]["learning_rate"] == 3e-5  # "3e-05" survives YAML parsing as a float
-    mha = load_run_config(BASE, overrides=as_overrides({"model.name": "itransformer_mha"}))
+    mha = RunConfig.load(BASE, updates=as_updates({"model.name": "itransformer_mha"})).to_dict()
     assert (mha["model"]["name"], mha["model"]["attention"]) == ("itransformer_mha", "mha")
 
 
@@ -205,10 +205,10 @@ def test_condition_on_a_later_parameter_is_rejected():
 
 
 def test_search_paths_are_checked_against_the_run_config():
-    from damcha_ts.training import load_run_config
+    from damcha_ts.training import RunConfig
 
     def resolve(values):
-        return load_run_config(BASE, overrides=as_overrides(values))
+        return RunConfig.load(BASE, updates=as_updates(values)).to_dict()
 
     good = parse_search_spec(CONDITIONAL, source="cond.yaml")
     good.check_against(resolve)
@@ -235,7 +235,7 @@ def test_search_paths_are_checked_against_the_run_config():
 )
 def test_a_condition_that_can_never_hold_is_rejected(when, message):
     """A typo in ``when`` would otherwise switch its parameter off for the whole study, silently."""
-    from damcha_ts.training import load_run_config
+    from damcha_ts.training import RunConfig
 
     data = {"space": {
         "model.name": {"type": "categorical", "choices": ["itransformer_mha", "itransformer_damcha"]},
@@ -243,12 +243,12 @@ def test_a_condition_that_can_never_hold_is_rejected(when, message):
     }}
     spec = parse_search_spec(data, source="when.yaml")
     with pytest.raises(ConfigError, match="when.yaml: space.model.generator_hidden.when") as info:
-        spec.check_against(lambda values: load_run_config(BASE, overrides=as_overrides(values)))
+        spec.check_against(lambda values: RunConfig.load(BASE, updates=as_updates(values)).to_dict())
     assert message in str(info.value)
 
 
 def test_a_condition_on_a_key_derived_from_an_earlier_parameter_is_accepted():
-    from damcha_ts.training import load_run_config
+    from damcha_ts.training import RunConfig
 
     data = {"space": {
         "model.name": {"type": "categorical", "choices": ["itransformer_mha", "itransformer_damcha"]},
@@ -256,7 +256,7 @@ def test_a_condition_on_a_key_derived_from_an_earlier_parameter_is_accepted():
                                    "when": {"model.attention": "damcha", "model.d_model": 16}},
     }}
     parse_search_spec(data, source="derived.yaml").check_against(
-        lambda values: load_run_config(BASE, overrides=as_overrides(values)))
+        lambda values: RunConfig.load(BASE, updates=as_updates(values)).to_dict())
 
 
 @pytest.mark.parametrize("path", sorted(SEARCH_DIR.glob("*.yaml")), ids=lambda p: p.name)
