@@ -24,6 +24,24 @@ Example (every key is listed here; unknown keys are errors)::
         seeds: {itransformer_mha: [2021, 2022, 2023]}   # per-model seed lists for this dataset
                                                         # (win over the model's and the grid's)
       ETTm1: {}
+    targets:                             # what LEADERBOARD.md judges the rows against (optional;
+      parity:                            # no run config depends on it)
+        title: "Protocol parity: our MHA Avg MSE vs the published one"
+        model: itransformer_mha          # our row ...
+        published: iTransformer          # ... against this published column's Avg MSE
+        tolerance: 0.015                 # |difference| that still counts as parity
+        datasets: [ETTh1, ETTm1]         # listed even before they have run
+      goals:                             # tables of verdicts, one row per DAMCHA row of the
+        - title: "Targets for DAMCHA"    # architecture whose MHA row is the baseline
+          baseline: itransformer_mha
+          published: iTransformer
+          columns:
+            - header: "Avg MSE ≤ MHA on ≥ 1 of 2 ETT datasets"
+              against: baseline          # or: published
+              datasets: [ETTh1, ETTm1]
+              at_least: 1                # met with at least this many; without it: one verdict
+                                         # per dataset
+          note: "What the verdicts mean."   # printed under the table
 
 Relative paths (``config``) are resolved against the project root: the folder holding the
 ``configs/`` directory the grid file lives in (or the grid file's own folder if it is elsewhere);
@@ -32,22 +50,30 @@ a path found only among the shipped configs (``configs/itransformer_mha/etth1.ya
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from damcha_ts.errors import ConfigError
+from damcha_ts.schema import load_shipped, reject_unknown_keys, yaml_number
 
 NAIVE_METHODS = ("repeat_last", "window_mean")
 # Naive forecasts are deterministic; their rows carry this seed so every row has one.
 NAIVE_SEED = 0
 
-GRID_KEYS = {"name", "description", "horizons", "seeds", "naive", "overrides", "trainer", "compare_with", "models",
-             "datasets"}
-MODEL_KEYS = {"name", "label", "config", "overrides", "seeds"}
+GRID_KEYS = ("name", "description", "horizons", "seeds", "naive", "overrides", "trainer", "compare_with", "models",
+             "datasets", "targets")
+MODEL_KEYS = ("name", "label", "config", "overrides", "seeds")
 # The shipped per-dataset run configs (written for the training code): configs/<model>/<dataset>.yaml
 DEFAULT_MODEL_CONFIG = "configs/{model}/{dataset_lower}.yaml"
-DATASET_KEYS = {"seeds"}
+DATASET_KEYS = ("seeds",)
+TARGET_KEYS = ("parity", "goals")
+PARITY_KEYS = ("title", "model", "published", "tolerance", "datasets")
+GOAL_KEYS = ("title", "baseline", "published", "columns", "note")
+GOAL_COLUMN_KEYS = ("header", "against", "datasets", "at_least")
+GOAL_AGAINST = ("baseline", "published")  # a goal column compares with the baseline row or the published Avg
 
 
 @dataclass(frozen=True)
@@ -59,6 +85,47 @@ class ModelEntry:
     config: str = DEFAULT_MODEL_CONFIG  # path template with {model}, {dataset}, {dataset_lower}
     overrides: tuple[str, ...] = ()
     seeds: tuple[int, ...] | None = None  # None: the grid's seeds
+
+
+@dataclass(frozen=True)
+class ParityTarget:
+    """The protocol-parity check: our ``model`` row's Avg MSE within ``tolerance`` of the published one."""
+
+    title: str
+    model: str
+    published: str
+    tolerance: float
+    datasets: tuple[str, ...] = ()  # listed even before they have run
+
+
+@dataclass(frozen=True)
+class GoalColumn:
+    """One column of a goal table: Avg MSE ≤ the baseline row's (or the published Avg) on ``datasets``;
+    with ``at_least`` the column is met on that many of them, else it gives one verdict per dataset."""
+
+    header: str
+    against: str  # one of GOAL_AGAINST
+    datasets: tuple[str, ...]
+    at_least: int | None = None
+
+
+@dataclass(frozen=True)
+class GoalTable:
+    """Verdicts for every DAMCHA row compared with the ``baseline`` MHA row (main row first)."""
+
+    title: str
+    baseline: str
+    published: str
+    columns: tuple[GoalColumn, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ReportTargets:
+    """A grid's ``targets:`` section: what the report judges the rows against (nothing by default)."""
+
+    parity: ParityTarget | None = None
+    goals: tuple[GoalTable, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,6 +165,7 @@ class LeaderboardGrid:
     trainer: dict = field(default_factory=dict)
     description: str = ""
     compare_with: tuple[str, ...] = ()
+    targets: ReportTargets = field(default_factory=ReportTargets)
 
     @property
     def relative_path(self) -> str:
@@ -169,6 +237,59 @@ class LeaderboardGrid:
         return f"damcha-ts leaderboard --config {self.relative_path}{only}"
 
 
+# ---------------------------------------------------------------------------- reading a grid file
+def load_grid(path: str | Path) -> LeaderboardGrid:
+    """Read and validate a grid file (a path, or a shipped name: ``ett``, ``leaderboard/ett``);
+    dataset names are canonicalised through the data registry."""
+    path, raw = _read_grid_file(path)
+    models = _parse_models(raw["models"], path)
+    datasets, dataset_seeds = _parse_datasets(raw["datasets"], [m.label for m in models], path)
+    return LeaderboardGrid(
+        name=_safe_name(raw["name"], f"{path}: name"),
+        path=path,
+        project_root=_project_root(path),
+        horizons=_int_list(raw["horizons"], f"{path}: horizons", minimum=1),
+        seeds=_int_list(raw.get("seeds", [2021]), f"{path}: seeds"),
+        naive=_parse_naive(raw.get("naive"), path),
+        overrides=_str_list(raw.get("overrides"), f"{path}: overrides"),
+        models=models,
+        datasets=datasets,
+        dataset_seeds=dataset_seeds,
+        trainer=_mapping(raw.get("trainer"), f"{path}: trainer"),
+        description=str(raw.get("description", "")),
+        compare_with=_parse_compare_with(raw.get("compare_with"), path),
+        targets=_parse_targets(raw.get("targets"), path),
+    )
+
+
+def combined_targets(grids: Sequence[LeaderboardGrid]) -> ReportTargets:
+    """The targets of every grid a report covers: one parity check (grids that give one must give
+    the same) and every distinct goal table, in grid order."""
+    parity, owner, goals = None, None, []
+    for grid in grids:
+        if grid.targets.parity is not None:
+            if parity is not None and grid.targets.parity != parity:
+                raise ConfigError(f"{grid.path}: targets.parity differs from the one in {owner}; "
+                                  "a report has one parity check")
+            parity, owner = grid.targets.parity, grid.path
+        goals += [goal for goal in grid.targets.goals if goal not in goals]
+    return ReportTargets(parity, tuple(goals))
+
+
+def _read_grid_file(name: str | Path) -> tuple[Path, dict]:
+    """The grid file and its top-level mapping, with every key known and the required ones there."""
+    path, raw = load_shipped("grid", name)
+    path = path.resolve()
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    reject_unknown_keys(raw, GRID_KEYS, "", source=str(path))
+    for required in ("name", "horizons", "models", "datasets"):
+        if required not in raw:
+            raise ConfigError(f"{path}: missing required key {required!r}")
+    return path, raw
+
+
 def _project_root(grid_path: Path) -> Path:
     for parent in grid_path.parents:
         if parent.name == "configs":
@@ -176,12 +297,151 @@ def _project_root(grid_path: Path) -> Path:
     return grid_path.parent
 
 
-def _check_keys(found: dict, allowed: set[str], where: str) -> None:
-    unknown = sorted(set(found) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(allowed)}")
+def _parse_models(raw_models, path: Path) -> tuple[ModelEntry, ...]:
+    """The ``models:`` list: known model names, safe and distinct labels (no naive method's name)."""
+    from damcha_ts.models import MODEL_NAMES
+
+    if not isinstance(raw_models, list) or not raw_models:
+        raise ConfigError(f"{path}: 'models' must be a non-empty list of {{name: ...}} entries")
+    models = []
+    for index, entry in enumerate(raw_models):
+        where = f"{path}: models[{index}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: expected a mapping with at least 'name'")
+        reject_unknown_keys(entry, MODEL_KEYS, f"models[{index}]", source=str(path))
+        if entry.get("name") not in MODEL_NAMES:
+            raise ConfigError(f"{where}: name {entry.get('name')!r} is not one of {list(MODEL_NAMES)}")
+        models.append(
+            ModelEntry(
+                name=entry["name"],
+                label=_safe_name(entry.get("label", entry["name"]), f"{where}.label"),
+                config=_check_template(str(entry.get("config", DEFAULT_MODEL_CONFIG)), f"{where}.config"),
+                overrides=_str_list(entry.get("overrides"), f"{where}.overrides"),
+                seeds=_int_list(entry["seeds"], f"{where}.seeds") if "seeds" in entry else None,
+            )
+        )
+    labels = [m.label for m in models]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1 or label in NAIVE_METHODS})
+    if duplicates:
+        raise ConfigError(f"{path}: model label(s) {duplicates} appear twice (or name a naive method); "
+                          "give ablations a 'label'")
+    return tuple(models)
 
 
+def _parse_datasets(raw_datasets, labels: list[str], path: Path) -> tuple[tuple[str, ...], dict]:
+    """The ``datasets:`` mapping (or list of names): canonical names, each with its per-label seeds."""
+    if isinstance(raw_datasets, list):
+        if not all(isinstance(name, str) for name in raw_datasets):
+            raise ConfigError(f"{path}: 'datasets' as a list must hold dataset names, got {raw_datasets!r}")
+        raw_datasets = dict.fromkeys(raw_datasets)
+    if not isinstance(raw_datasets, dict) or not raw_datasets:
+        raise ConfigError(f"{path}: 'datasets' must be a non-empty mapping of dataset -> options")
+    datasets: list[str] = []
+    dataset_seeds: dict[str, dict[str, tuple[int, ...]]] = {}
+    for given, options in raw_datasets.items():
+        where = f"{path}: datasets.{given}"
+        name = _canonical_dataset(str(given), where)
+        if name in datasets:
+            raise ConfigError(f"{where}: {name} is listed twice")
+        options = _mapping(options, where)
+        reject_unknown_keys(options, DATASET_KEYS, f"datasets.{given}", source=str(path))
+        seeds = {}
+        for label, seed_list in _mapping(options.get("seeds"), f"{where}.seeds (per model label)").items():
+            if label not in labels:
+                raise ConfigError(f"{where}.seeds: {label!r} is not a model label of this grid ({labels})")
+            seeds[label] = _int_list(seed_list, f"{where}.seeds.{label}")
+        datasets.append(name)
+        dataset_seeds[name] = seeds
+    return tuple(datasets), dataset_seeds
+
+
+def _parse_naive(value, path: Path) -> tuple[str, ...]:
+    naive = _str_list(value, f"{path}: naive")
+    for method in naive:
+        if method not in NAIVE_METHODS:
+            raise ConfigError(f"{path}: naive method {method!r} is not one of {list(NAIVE_METHODS)}")
+    return naive
+
+
+def _parse_compare_with(value, path: Path) -> tuple[str, ...]:
+    compare_with = _str_list(value, f"{path}: compare_with")
+    for label in compare_with:
+        _row_name(label, f"{path}: compare_with")
+    return compare_with
+
+
+# ---------------------------------------------------------------------------- targets:
+def _parse_targets(value, path: Path) -> ReportTargets:
+    """The optional ``targets:`` section (module docstring): nothing in it reaches a run config."""
+    if value is None:
+        return ReportTargets()
+    targets = _section(value, TARGET_KEYS, (), "targets", path)
+    goals = targets.get("goals", [])
+    if not isinstance(goals, list):
+        raise ConfigError(f"{path}: targets.goals: expected a list of goal tables, got {goals!r}")
+    return ReportTargets(
+        parity=_parse_parity(targets["parity"], path) if "parity" in targets else None,
+        goals=tuple(_parse_goal(goal, f"targets.goals[{index}]", path) for index, goal in enumerate(goals)),
+    )
+
+
+def _parse_parity(value, path: Path) -> ParityTarget:
+    where = "targets.parity"
+    entry = _section(value, PARITY_KEYS, ("title", "model", "published", "tolerance"), where, path)
+    return ParityTarget(
+        title=_text(entry["title"], f"{path}: {where}.title"),
+        model=_row_name(entry["model"], f"{path}: {where}.model"),
+        published=_published_model(entry["published"], f"{path}: {where}.published"),
+        tolerance=_positive_number(entry["tolerance"], f"{path}: {where}.tolerance"),
+        datasets=_dataset_list(entry.get("datasets", []), f"{path}: {where}.datasets", allow_empty=True),
+    )
+
+
+def _parse_goal(value, where: str, path: Path) -> GoalTable:
+    from damcha_ts.leaderboard.tables import ARCHITECTURES
+
+    entry = _section(value, GOAL_KEYS, ("title", "baseline", "published", "columns"), where, path)
+    mha_rows = [mha for mha, _ in ARCHITECTURES.values()]
+    if entry["baseline"] not in mha_rows:
+        raise ConfigError(f"{path}: {where}.baseline: {entry['baseline']!r} is not one of {mha_rows} "
+                          "(the MHA row each DAMCHA row of its architecture is judged against)")
+    columns = entry["columns"]
+    if not isinstance(columns, list) or not columns:
+        raise ConfigError(f"{path}: {where}.columns: expected a non-empty list of columns, got {columns!r}")
+    return GoalTable(
+        title=_text(entry["title"], f"{path}: {where}.title"),
+        baseline=entry["baseline"],
+        published=_published_model(entry["published"], f"{path}: {where}.published"),
+        columns=tuple(_parse_goal_column(column, f"{where}.columns[{k}]", path) for k, column in enumerate(columns)),
+        note=_text(entry.get("note", ""), f"{path}: {where}.note", allow_empty=True),
+    )
+
+
+def _parse_goal_column(value, where: str, path: Path) -> GoalColumn:
+    entry = _section(value, GOAL_COLUMN_KEYS, ("header", "against", "datasets"), where, path)
+    if entry["against"] not in GOAL_AGAINST:
+        raise ConfigError(f"{path}: {where}.against: {entry['against']!r} is not one of {list(GOAL_AGAINST)}")
+    datasets = _dataset_list(entry["datasets"], f"{path}: {where}.datasets")
+    at_least = entry.get("at_least")
+    if at_least is not None and (not isinstance(at_least, int) or isinstance(at_least, bool)
+                                 or not 1 <= at_least <= len(datasets)):
+        raise ConfigError(f"{path}: {where}.at_least: expected an integer from 1 to {len(datasets)} "
+                          f"(the column's number of datasets), got {at_least!r}")
+    return GoalColumn(_text(entry["header"], f"{path}: {where}.header"), entry["against"], datasets, at_least)
+
+
+def _section(value, keys: tuple[str, ...], required: tuple[str, ...], where: str, path: Path) -> dict:
+    """A mapping of the ``targets:`` section with only ``keys``, among them every ``required`` one."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: {where}: expected a mapping, got {value!r}")
+    reject_unknown_keys(value, keys, where, source=str(path))
+    for key in required:
+        if key not in value:
+            raise ConfigError(f"{path}: {where}: missing required key {key!r}")
+    return value
+
+
+# ---------------------------------------------------------------------------- values
 def _int_list(value, where: str, minimum: int = 0) -> tuple[int, ...]:
     """A non-empty list of distinct integers ≥ ``minimum`` (YAML's true/false are not integers)."""
     if (not isinstance(value, (list, tuple)) or not value
@@ -199,6 +459,48 @@ def _str_list(value, where: str) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
     return tuple(value)
+
+
+def _text(value, where: str, allow_empty: bool = False) -> str:
+    if not isinstance(value, str) or not (value.strip() or allow_empty):
+        raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _positive_number(value, where: str) -> float:
+    value = yaml_number(value)  # YAML 1.1 reads 1e-2 as a string
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{where}: expected a positive number, got {value!r}")
+    return value
+
+
+def _dataset_list(value, where: str, allow_empty: bool = False) -> tuple[str, ...]:
+    """Distinct dataset names of the data registry, canonicalised."""
+    names = _str_list(value, where)
+    if not names and not allow_empty:
+        raise ConfigError(f"{where}: expected a non-empty list of dataset names, got {value!r}")
+    canonical = tuple(_canonical_dataset(name, where) for name in names)
+    if len(set(canonical)) != len(canonical):
+        raise ConfigError(f"{where}: {list(names)!r} lists a dataset twice")
+    return canonical
+
+
+def _row_name(value, where: str) -> str:
+    """A row some grid produces by default: a model name or a naive method."""
+    from damcha_ts.models import MODEL_NAMES
+
+    if value not in (*MODEL_NAMES, *NAIVE_METHODS):
+        raise ConfigError(f"{where} {value!r} is not one of {[*MODEL_NAMES, *NAIVE_METHODS]}")
+    return value
+
+
+def _published_model(value, where: str) -> str:
+    from damcha_ts.leaderboard.published import load_published
+
+    models = load_published().models
+    if value not in models:
+        raise ConfigError(f"{where}: {value!r} is not a published model ({', '.join(models)})")
+    return value
 
 
 def _safe_name(value, where: str) -> str:
@@ -233,112 +535,3 @@ def _canonical_dataset(name: str, where: str) -> str:
         return get_spec(name).name
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
-
-
-def _find_grid(name: str | Path) -> Path:
-    """A grid file from a path or a shipped name: ``ett`` or ``leaderboard/ett``."""
-    from damcha_ts.training.config import CONFIG_ROOT
-
-    path = Path(name)
-    if path.is_file():
-        return path.resolve()
-    stem = str(name).removeprefix("leaderboard/")
-    shipped = CONFIG_ROOT / "leaderboard" / f"{stem}.yaml"
-    if not str(name).endswith((".yaml", ".yml")) and shipped.is_file():
-        return shipped.resolve()
-    names = sorted(p.stem for p in (CONFIG_ROOT / "leaderboard").glob("*.yaml"))
-    raise ConfigError(f"leaderboard config {str(name)!r} is neither a file nor a shipped grid (shipped: {', '.join(names)})")
-
-
-def load_grid(path: str | Path) -> LeaderboardGrid:
-    """Read and validate a grid file; dataset names are canonicalised through the data registry."""
-    import yaml
-
-    path = _find_grid(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    _check_keys(raw, GRID_KEYS, str(path))
-    for required in ("name", "horizons", "models", "datasets"):
-        if required not in raw:
-            raise ConfigError(f"{path}: missing required key {required!r}")
-
-    from damcha_ts.models import MODEL_NAMES
-
-    if not isinstance(raw["models"], list) or not raw["models"]:
-        raise ConfigError(f"{path}: 'models' must be a non-empty list of {{name: ...}} entries")
-    models = []
-    for index, entry in enumerate(raw["models"]):
-        where = f"{path}: models[{index}]"
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{where}: expected a mapping with at least 'name'")
-        _check_keys(entry, MODEL_KEYS, where)
-        if entry.get("name") not in MODEL_NAMES:
-            raise ConfigError(f"{where}: name {entry.get('name')!r} is not one of {list(MODEL_NAMES)}")
-        models.append(
-            ModelEntry(
-                name=entry["name"],
-                label=_safe_name(entry.get("label", entry["name"]), f"{where}.label"),
-                config=_check_template(str(entry.get("config", DEFAULT_MODEL_CONFIG)), f"{where}.config"),
-                overrides=_str_list(entry.get("overrides"), f"{where}.overrides"),
-                seeds=_int_list(entry["seeds"], f"{where}.seeds") if "seeds" in entry else None,
-            )
-        )
-    labels = [m.label for m in models]
-    duplicates = sorted({label for label in labels if labels.count(label) > 1 or label in NAIVE_METHODS})
-    if duplicates:
-        raise ConfigError(f"{path}: model label(s) {duplicates} appear twice (or name a naive method); "
-                          "give ablations a 'label'")
-
-    compare_with = _str_list(raw.get("compare_with"), f"{path}: compare_with")
-    for label in compare_with:
-        if label not in (*MODEL_NAMES, *NAIVE_METHODS):
-            raise ConfigError(f"{path}: compare_with {label!r} is not one of {[*MODEL_NAMES, *NAIVE_METHODS]}")
-
-    naive = _str_list(raw.get("naive"), f"{path}: naive")
-    for method in naive:
-        if method not in NAIVE_METHODS:
-            raise ConfigError(f"{path}: naive method {method!r} is not one of {list(NAIVE_METHODS)}")
-
-    datasets: list[str] = []
-    dataset_seeds: dict[str, dict[str, tuple[int, ...]]] = {}
-    raw_datasets = raw["datasets"]
-    if isinstance(raw_datasets, list):
-        if not all(isinstance(name, str) for name in raw_datasets):
-            raise ConfigError(f"{path}: 'datasets' as a list must hold dataset names, got {raw_datasets!r}")
-        raw_datasets = dict.fromkeys(raw_datasets)
-    if not isinstance(raw_datasets, dict) or not raw_datasets:
-        raise ConfigError(f"{path}: 'datasets' must be a non-empty mapping of dataset -> options")
-    for given, options in raw_datasets.items():
-        where = f"{path}: datasets.{given}"
-        name = _canonical_dataset(str(given), where)
-        if name in datasets:
-            raise ConfigError(f"{where}: {name} is listed twice")
-        options = _mapping(options, where)
-        _check_keys(options, DATASET_KEYS, where)
-        seeds = {}
-        for label, seed_list in _mapping(options.get("seeds"), f"{where}.seeds (per model label)").items():
-            if label not in labels:
-                raise ConfigError(f"{where}.seeds: {label!r} is not a model label of this grid ({labels})")
-            seeds[label] = _int_list(seed_list, f"{where}.seeds.{label}")
-        datasets.append(name)
-        dataset_seeds[name] = seeds
-
-    return LeaderboardGrid(
-        name=_safe_name(raw["name"], f"{path}: name"),
-        path=path,
-        project_root=_project_root(path),
-        horizons=_int_list(raw["horizons"], f"{path}: horizons", minimum=1),
-        seeds=_int_list(raw.get("seeds", [2021]), f"{path}: seeds"),
-        naive=naive,
-        overrides=_str_list(raw.get("overrides"), f"{path}: overrides"),
-        models=tuple(models),
-        datasets=tuple(datasets),
-        dataset_seeds=dataset_seeds,
-        trainer=_mapping(raw.get("trainer"), f"{path}: trainer"),
-        description=str(raw.get("description", "")),
-        compare_with=compare_with,
-    )

@@ -193,25 +193,43 @@ def write_report(
     study, search: SearchSpec, result: StudyResult, out_dir: str | Path, *, command: str | None = None
 ) -> Path:
     """Write ``report.md`` and its three PNG plots into ``out_dir``; returns the report path."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; never open a window
-    import yaml
-    from optuna.trial import TrialState
-
     out_dir = Path(out_dir)
     trials = study.get_trials(deepcopy=False)
     importances, why_not = param_importances(study)
+    _draw_plots(trials, result.best_trial, importances, why_not, out_dir)
+    lines = [
+        *_overview_lines(study, search, result, command),
+        *_best_trial_lines(result),
+        *_comparison_lines(result),
+        *_plot_lines(),
+        *_importance_lines(importances, why_not),
+        *_top_trial_lines(trials),
+        *_space_lines(search),
+    ]
+    path = out_dir / REPORT_FILE
+    write_atomically(path, "\n".join(lines))
+    return path
+
+
+def _draw_plots(trials, best_number: int | None, importances: dict[str, float], why_not: str | None,
+                out_dir: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never open a window
     _plot_history(trials, out_dir / HISTORY_PNG)
-    _plot_intermediate(trials, result.best_trial, out_dir / INTERMEDIATE_PNG)
+    _plot_intermediate(trials, best_number, out_dir / INTERMEDIATE_PNG)
     _plot_importances(importances, why_not, out_dir / IMPORTANCES_PNG)
 
+
+def _overview_lines(study, search: SearchSpec, result: StudyResult, command: str | None) -> list[str]:
+    """The title, the command and every invocation, how the study searches, and its trial counts."""
+    invocations = study.user_attrs.get("invocations", [])
     pruner = ", ".join(f"{k}={v}" for k, v in search.pruner_arguments.items())
-    lines = [
+    return [
         f"# Optuna study `{result.study_name}`",
         "",
         *([f"Command: `{command}`", ""] if command else []),
-        *_invocation_lines(study.user_attrs.get("invocations", [])),
+        *_invocation_lines(invocations),
         f"- storage: `{result.storage}`",
         "- objective: best validation MSE (`val_loss`, z-scored scale); the study never sees the "
         "test split, which is used once, for the best config, after the study",
@@ -219,52 +237,56 @@ def write_report(
         f"{search.n_startup_trials} start-up trials); pruner: {search.pruner_type}"
         + (f" ({pruner})" if pruner else ""),
         "- each worker's sampler seed mixes that seed with its launch's random token "
-        f"({_tokens(study.user_attrs.get('invocations', []))}) and its index, so that resumed and "
+        f"({_tokens(invocations)}) and its index, so that resumed and "
         "simultaneous launches do not replay one another's trials: a study is traceable, and a "
         "rerun of the command samples anew",
-        *(
-            [f"- Lightning arguments of every run: `{dict(search.trainer_kwargs)}`"]
-            if search.trainer_kwargs
-            else []
-        ),
+        *([f"- Lightning arguments of every run: `{dict(search.trainer_kwargs)}`"] if search.trainer_kwargs else []),
         "",
         "| trials | complete | pruned | failed | running |",
         "|---|---|---|---|---|",
         f"| {result.n_trials} | {result.n_complete} | {result.n_pruned} | {result.n_failed} | {result.n_running} |",
         "",
     ]
-    if result.best_trial is not None:
-        lines += [
-            "## Best trial",
-            "",
-            f"Trial {result.best_trial}: validation MSE **{result.best_value:.6f}**. "
-            f"Its full run config: [`{Path(result.best_config).name}`]({Path(result.best_config).name}).",
-            "",
-            "| parameter | value |",
-            "|---|---|",
-            *[f"| `{k}` | {_format(v)} |" for k, v in result.best_params.items()],
-            "",
-        ]
-    else:
-        lines += ["No trial completed yet, so there is no best config.", ""]
-    if result.tuned or result.default:
-        lines += [
-            "## Tuned vs default config (each trained once more, then tested once)",
-            "",
-            "| config | val MSE | test MSE | test MAE | epochs run | parameters |",
-            "|---|---|---|---|---|---|",
-        ]
-        for label, metrics in (
-            ("tuned (best trial)", result.tuned),
-            ("default (base config)", result.default),
-        ):
-            if metrics:
-                lines.append(
-                    f"| {label} | {metrics['val_mse']:.4f} | {metrics['mse']:.4f} | {metrics['mae']:.4f} | "
-                    f"{metrics['epochs_run']} | {metrics['n_params']:,} |"
-                )
-        lines.append("")
-    lines += [
+
+
+def _best_trial_lines(result: StudyResult) -> list[str]:
+    if result.best_trial is None:
+        return ["No trial completed yet, so there is no best config.", ""]
+    config = Path(result.best_config).name
+    return [
+        "## Best trial",
+        "",
+        f"Trial {result.best_trial}: validation MSE **{result.best_value:.6f}**. "
+        f"Its full run config: [`{config}`]({config}).",
+        "",
+        "| parameter | value |",
+        "|---|---|",
+        *[f"| `{k}` | {_format(v)} |" for k, v in result.best_params.items()],
+        "",
+    ]
+
+
+def _comparison_lines(result: StudyResult) -> list[str]:
+    """The best config and the base config, each trained once more and tested once (when they were)."""
+    if not (result.tuned or result.default):
+        return []
+    lines = [
+        "## Tuned vs default config (each trained once more, then tested once)",
+        "",
+        "| config | val MSE | test MSE | test MAE | epochs run | parameters |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, metrics in (("tuned (best trial)", result.tuned), ("default (base config)", result.default)):
+        if metrics:
+            lines.append(
+                f"| {label} | {metrics['val_mse']:.4f} | {metrics['mse']:.4f} | {metrics['mae']:.4f} | "
+                f"{metrics['epochs_run']} | {metrics['n_params']:,} |"
+            )
+    return [*lines, ""]
+
+
+def _plot_lines() -> list[str]:
+    return [
         "## Plots",
         "",
         f"![optimisation history]({HISTORY_PNG})",
@@ -273,36 +295,32 @@ def write_report(
         "",
         f"![parameter importances]({IMPORTANCES_PNG})",
         "",
-        "## Parameter importances (PED-ANOVA)",
-        "",
     ]
-    if importances:
-        lines += ["| parameter | importance |", "|---|---|"]
-        lines += [f"| `{k}` | {v:.3f} |" for k, v in importances.items()]
-    else:
-        lines.append(f"Not available: {why_not}.")
+
+
+def _importance_lines(importances: dict[str, float], why_not: str | None) -> list[str]:
+    lines = ["## Parameter importances (PED-ANOVA)", ""]
+    if not importances:
+        return [*lines, f"Not available: {why_not}."]
+    return [*lines, "| parameter | importance |", "|---|---|", *[f"| `{k}` | {v:.3f} |" for k, v in importances.items()]]
+
+
+def _top_trial_lines(trials) -> list[str]:
+    """The best complete trials (at most ``_TOP_TRIALS``), lowest validation MSE first."""
+    from optuna.trial import TrialState
+
     ranked = sorted(
         (t for t in trials if t.state == TrialState.COMPLETE and t.value is not None), key=lambda t: t.value
     )[:_TOP_TRIALS]
-    lines += [
-        "",
-        f"## Best {len(ranked)} complete trials",
-        "",
-        "| trial | val MSE | epochs | parameters |",
-        "|---|---|---|---|",
-    ]
+    lines = ["", f"## Best {len(ranked)} complete trials", "", "| trial | val MSE | epochs | parameters |", "|---|---|---|---|"]
     for t in ranked:
         params = ", ".join(f"`{k}`={_format(v)}" for k, v in t.params.items())
         lines.append(f"| {t.number} | {t.value:.6f} | {t.user_attrs.get('epochs_run', '')} | {params} |")
-    lines += [
-        "",
-        "## Search space",
-        "",
-        "```yaml",
-        yaml.safe_dump({"space": search.raw.get("space")}, sort_keys=False, default_flow_style=None).rstrip(),
-        "```",
-        "",
-    ]
-    path = out_dir / REPORT_FILE
-    write_atomically(path, "\n".join(lines))
-    return path
+    return lines
+
+
+def _space_lines(search: SearchSpec) -> list[str]:
+    import yaml
+
+    space = yaml.safe_dump({"space": search.raw.get("space")}, sort_keys=False, default_flow_style=None).rstrip()
+    return ["", "## Search space", "", "```yaml", space, "```", ""]

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from damcha_ts.leaderboard.grid import load_grid
 from damcha_ts.leaderboard.published import load_published
 from damcha_ts.leaderboard.report import ExpectedCell, build_report, write_report
 from damcha_ts.leaderboard.results import append_result, read_results
 
+ROOT = Path(__file__).resolve().parents[2]
 HORIZONS = (96, 192, 336, 720)
 CURRENT = "cafe00000000"
+# The issue's targets, as the ETT grid file states them (the library holds none).
+TARGETS = load_grid(ROOT / "configs" / "leaderboard" / "ett.yaml").targets
 
 
 def _row(dataset, model, horizon, seed, mse, mae, config_hash=CURRENT):
@@ -167,7 +174,7 @@ def test_row_of_the_current_config_wins_over_a_later_stale_row(scenario):
 
 def test_damcha_vs_mha_summary_and_parity(scenario):
     rows, expected, values = scenario
-    report = build_report(rows, results_name="leaderboard.csv", expected=expected)
+    report = build_report(rows, results_name="leaderboard.csv", expected=expected, targets=TARGETS)
     changes, wins, losses = [], 0, 0
     def seed_mean(model, horizon):
         return np.mean([v[0] for (d, m, h, _), v in values.items() if (d, m, h) == ("ETTh1", model, horizon)])
@@ -192,7 +199,7 @@ def test_damcha_vs_mha_summary_and_parity(scenario):
                 per_seed.setdefault(s, []).append(v[0])
         ours = np.mean([np.mean(v) for v in per_seed.values()])
         difference = ours - published.value(dataset, "iTransformer", "avg", "mse")
-        verdict = "yes" if abs(difference) <= 0.015 else "**NO**"
+        verdict = "yes" if abs(difference) <= TARGETS.parity.tolerance else "**NO**"
         parity = next(line for line in summary.splitlines()
                       if line.startswith(f"| {dataset} |") and line.count("|") == 6)
         assert parity.endswith(f"| {difference:+.4f} | {verdict} |"), parity
@@ -234,7 +241,8 @@ def test_issue_targets_are_judged_for_the_main_row_and_every_itransformer_varian
     extra = [_row(d, "itransformer_damcha_static", h, 2023, mse, 0.4) for (d, h), mse in static.items()]
     extra += [_row("ETTh1", "itransformer_damcha_lr1", 96, 2023, 0.3, 0.3),  # no Avg anywhere: no row
               *(_row("ETTh1", "gateformer_damcha_static", h, 2021, 0.4, 0.4) for h in HORIZONS)]
-    summary = _section(build_report(rows + extra, results_name="leaderboard.csv", expected=expected), "Summary")
+    summary = _section(build_report(rows + extra, results_name="leaderboard.csv", expected=expected, targets=TARGETS),
+                       "Summary")
     _, body = _table(summary, "### Issue 5 targets")
     assert list(body) == ["**itransformer_damcha**", "itransformer_damcha_static"]
 
@@ -276,7 +284,8 @@ def test_issue_targets_are_met_only_with_three_ett_wins(damcha_wins):
             rows.append(_row(dataset, "itransformer_mha", h, 2023, 0.5, 0.5))
             damcha = 0.5 if dataset == "ETTh1" else (0.45 if dataset in damcha_wins else 0.55)
             rows.append(_row(dataset, "itransformer_damcha", h, 2023, damcha, 0.5))
-    _, body = _table(_section(build_report(rows, results_name="leaderboard.csv"), "Summary"), "### Issue 5 targets")
+    report = build_report(rows, results_name="leaderboard.csv", targets=TARGETS)
+    _, body = _table(_section(report, "Summary"), "### Issue 5 targets")
     ett = ("ETTh1", "ETTh2", "ETTm1", "ETTm2")
     wins = [d in damcha_wins for d in ett]
     words = ", ".join(f"{d} {'yes' if w else 'no'}" for d, w in zip(ett, wins))
@@ -358,9 +367,11 @@ def test_write_report_regenerates_from_the_csv_file(tmp_path, scenario):
     report_path = write_report(csv_path, tmp_path / "LEADERBOARD.md", expected=expected,
                                results_name="leaderboard.csv")
     text = report_path.read_text()
+    # The rows name the ETT grid: the report judges them against that grid file's targets.
     assert text == build_report(read_results(csv_path), results_name="leaderboard.csv", expected=expected,
                                 plots={"average_mse": "plots/average_mse.png", "variants": "plots/damcha_vs_mha.png"},
-                                findings="DAMCHA with a 64-wide generator did better on ETTh1.\n")
+                                findings="DAMCHA with a 64-wide generator did better on ETTh1.\n", targets=TARGETS)
+    assert "### Issue 5 targets" in text and f"within {TARGETS.parity.tolerance}" in text
     assert "## Findings" in text and "64-wide generator" in text
     for png in ("average_mse.png", "damcha_vs_mha.png"):
         assert (tmp_path / "plots" / png).stat().st_size > 1000
@@ -388,3 +399,62 @@ def test_training_runs_table_shows_when_each_model_peaked():
     # Times from different machines are averaged, so the table says which machines they were.
     assert body == {"itransformer_damcha": ["96", "2", "4.98M", "2, 4", "6.0", "42", "6.0",
                                             "CPU, 1 thread; NVIDIA H200"]}
+
+
+def test_targets_come_from_the_grid_file_and_nothing_is_judged_without_them(scenario):
+    """The tolerance, the datasets, the wording and the count a goal needs are the grid file's: the
+    report judges what ``targets`` says and nothing when there are none."""
+    from damcha_ts.leaderboard.grid import GoalColumn
+
+    rows, expected, _ = scenario
+    bare = _section(build_report(rows, results_name="leaderboard.csv", expected=expected), "Summary")
+    assert "### Protocol parity" not in bare and "### Issue 5" not in bare and "within" not in bare
+    assert "### DAMCHA vs MHA" in bare and "### Average MSE per dataset" in bare
+
+    parity = dataclasses.replace(TARGETS.parity, title="Strict parity", tolerance=1e-6, datasets=("ETTm2",))
+    goal = dataclasses.replace(TARGETS.goals[0], title="ETTh1 goal", note="",
+                               columns=(GoalColumn("Avg ≤ MHA on ETTh1", "baseline", ("ETTh1",), 1),))
+    mine = dataclasses.replace(TARGETS, parity=parity, goals=(goal,))
+    summary = _section(build_report(rows, results_name="leaderboard.csv", expected=expected, targets=mine), "Summary")
+    header, body = _table(summary, "### Strict parity")
+    assert header == ["ours (itransformer_mha)", "published iTransformer", "difference", "within 1e-06"]
+    assert body["ETTh1"][-1] == body["ETTh2"][-1] == "**NO**"  # off by ~0.008 and ~0.03
+    assert body["ETTm2"] == ["missing", "0.288", "–", "not run yet"] and "ETTm1" not in body
+    header, body = _table(summary, "### ETTh1 goal")
+    assert header == ["Avg ≤ MHA on ETTh1"]
+    assert body == {"**itransformer_damcha**": ["1 of 1 run (ETTh1 yes) → met"]}
+    assert TARGETS.goals[0].note not in summary and "### Issue 5" not in summary
+
+
+def test_the_committed_leaderboard_regenerates_from_the_committed_csv(tmp_path):
+    """benchmarks/results/LEADERBOARD.md is what the report code makes of the committed CSV, curves,
+    FINDINGS.md and grid files, byte for byte apart from the generation line, as
+    ``damcha-ts leaderboard --report-only`` writes it in a fresh clone. The figures are not redrawn
+    (their links are those ``render_plots`` returns without samples); which dataset files the
+    machine that wrote it had is taken from the committed report's "Data:" notes."""
+    from damcha_ts.leaderboard.figures import kept_figures, plan_figures
+    from damcha_ts.leaderboard.report import read_report_grids, report_targets
+    from damcha_ts.leaderboard.runner import expected_cells
+    from damcha_ts.leaderboard.tables import collect
+
+    folder = ROOT / "benchmarks" / "results"
+    csv, committed = folder / "leaderboard.csv", (folder / "LEADERBOARD.md").read_text(encoding="utf-8")
+    rows = read_results(csv)
+    grids = [load_grid(ROOT / name) for name in read_report_grids(csv)]
+    expected = [cell for grid in grids for cell in expected_cells(grid, tmp_path / "runs", rows)]
+    figures = {figure.key: figure.path(folder / "plots") for figure in plan_figures(collect(rows, expected), csv, expected)}
+    figures |= kept_figures(collect(rows, expected), folder / "plots", figures)
+    unavailable, dataset = {}, None
+    for line in committed.splitlines():
+        dataset = line[3:] if line.startswith("## ") else dataset
+        if line.startswith("Data: "):
+            unavailable[dataset] = line.removeprefix("Data: ")
+    regenerated = build_report(
+        rows, results_name="benchmarks/results/leaderboard.csv", expected=expected,
+        plots={key: os.path.relpath(path, folder) for key, path in figures.items()},
+        findings=(folder / "FINDINGS.md").read_text(encoding="utf-8"), unavailable=unavailable,
+        targets=report_targets(csv, rows),
+    )
+    generation = re.compile(r"^Generated from .*$", flags=re.MULTILINE)
+    assert len(generation.findall(committed)) == 1
+    assert generation.sub("", regenerated) == generation.sub("", committed)

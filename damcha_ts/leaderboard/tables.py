@@ -1,0 +1,523 @@
+"""The numbers of LEADERBOARD.md as data: CSV rows grouped into cells, and each table of the report as
+a header and rows of plain text. Nothing here writes Markdown (render.py does) or holds a target (the
+grid files' ``targets:`` sections do).
+
+Conventions (stated in the report too):
+- std is the sample standard deviation over seeds (ddof = 1); with one seed only the mean is shown;
+- Avg of a model is computed per seed (mean over the table's horizons) for the seeds that finished
+  every horizon, then mean ± std over those seeds;
+- when a cell has several rows, the latest row matching the grid's current config hash wins, else
+  the latest row (the others are counted as superseded in the report).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from damcha_ts.leaderboard.grid import GoalColumn, GoalTable, ParityTarget
+    from damcha_ts.leaderboard.published import PublishedResults
+
+# Column order of our models; any other label in the CSV (an ablation) gets its own table.
+MAIN_MODELS = (
+    "itransformer_mha",
+    "itransformer_damcha",
+    "gateformer_mha",
+    "gateformer_damcha",
+    "repeat_last",
+    "window_mean",
+)
+ARCHITECTURES = {"iTransformer": ("itransformer_mha", "itransformer_damcha"),
+                 "Gateformer": ("gateformer_mha", "gateformer_damcha")}
+PROTOCOL_HORIZONS = (96, 192, 336, 720)
+DATASET_ORDER = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "Weather", "Traffic", "Electricity", "Exchange")
+METRICS = ("mse", "mae")
+# The published column beside the Summary's Avg table (the architectures are iTransformer-style).
+REFERENCE_PUBLISHED = "iTransformer"
+
+
+# ---------------------------------------------------------------------------- rows into cells
+@dataclass(frozen=True)
+class Stat:
+    """Mean ± sample std of one metric over ``n`` seeds (std is None for a single seed)."""
+
+    mean: float
+    std: float | None
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stat:
+        values = list(values)
+        return cls(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None, len(values))
+
+    def text(self) -> str:
+        return f"{self.mean:.3f}" if self.std is None else f"{self.mean:.3f} ± {self.std:.3f}"
+
+
+@dataclass(frozen=True)
+class ExpectedCell:
+    """A cell some grid wants; ``config_hash`` None means "any hash counts"."""
+
+    dataset: str
+    model: str
+    horizon: int
+    seed: int
+    config_hash: str | None = None
+    command: str = ""
+    compare_with: tuple[str, ...] = ()  # rows drawn beside this one in the ablation figure (grid key)
+    checkpointed_epochs: int = 0  # an unfinished cell's epochs in its run folder (the rerun goes on from there)
+
+
+@dataclass
+class DatasetResults:
+    """The rows of one dataset: one row per (model, horizon, seed), as ``collect`` chose them."""
+
+    dataset: str
+    # runs[model][horizon][seed] = row
+    runs: dict[str, dict[int, dict[int, dict]]] = field(default_factory=dict)
+    superseded: int = 0
+
+    def rows(self) -> list[dict]:
+        return [row for per_h in self.runs.values() for per_s in per_h.values() for row in per_s.values()]
+
+    def horizons(self) -> list[int]:
+        return sorted({h for per_h in self.runs.values() for h in per_h})
+
+    def stat(self, model: str, horizon: int, metric: str) -> Stat | None:
+        seeds = self.runs.get(model, {}).get(horizon, {})
+        values = [row[metric] for row in seeds.values() if not math.isnan(row[metric])]
+        return Stat.of(values) if values else None
+
+    def average(self, model: str, horizons: Sequence[int], metric: str) -> Stat | None:
+        """Per-seed mean over ``horizons`` for seeds that finished all of them, then over seeds."""
+        per_h = self.runs.get(model, {})
+        complete = set.intersection(*(set(per_h.get(h, {})) for h in horizons)) if horizons else set()
+        per_seed = [statistics.fmean(per_h[h][seed][metric] for h in horizons) for seed in sorted(complete)]
+        per_seed = [v for v in per_seed if not math.isnan(v)]
+        return Stat.of(per_seed) if per_seed else None
+
+    def model_labels(self) -> list[str]:
+        """The main models that have rows, in column order, then the ablation labels, sorted."""
+        return [m for m in MAIN_MODELS if m in self.runs] + sorted(set(self.runs) - set(MAIN_MODELS))
+
+
+def collect(rows: Iterable[Mapping], expected: Sequence[ExpectedCell] = ()) -> dict[str, DatasetResults]:
+    """Group CSV rows by dataset, one row per (model, horizon, seed).
+
+    When a cell has several rows, the last one whose config hash matches the grid's current config
+    (``expected``) wins, else simply the last one; the others count as superseded.
+    """
+    wanted = {(c.dataset, c.model, c.horizon, c.seed): c.config_hash for c in expected if c.config_hash}
+    grouped: dict[tuple, list[dict]] = {}
+    for row in rows:
+        key = (row["dataset"], row["model"], int(row["horizon"]), int(row["seed"]))
+        grouped.setdefault(key, []).append(dict(row))
+    results: dict[str, DatasetResults] = {}
+    for (dataset, model, horizon, seed), candidates in grouped.items():
+        current = [r for r in candidates if r["config_hash"] == wanted.get((dataset, model, horizon, seed))]
+        chosen = (current or candidates)[-1]
+        entry = results.setdefault(dataset, DatasetResults(dataset))
+        entry.runs.setdefault(model, {}).setdefault(horizon, {})[seed] = chosen
+        entry.superseded += len(candidates) - 1
+    return results
+
+
+def dataset_order(names: Iterable[str]) -> list[str]:
+    """The benchmark datasets in their usual order, then any other name, sorted."""
+    names = set(names)
+    known = [d for d in DATASET_ORDER if d in names]
+    return known + sorted(names - set(known))
+
+
+def table_horizons(data: DatasetResults, expected: Sequence[ExpectedCell]) -> list[int]:
+    """The horizons of a dataset's tables: those with rows and those a grid plans."""
+    return sorted({*data.horizons(), *(c.horizon for c in expected if c.dataset == data.dataset)})
+
+
+def is_missing(value) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
+def device_label(hardware: str) -> str:
+    """A row's ``hardware`` in a few words: the GPU's name, or the CPU threads it trained with.
+
+    >>> device_label("gpu=NVIDIA H200 cpu=Intel Xeon threads=16"), device_label("cpu=AMD EPYC threads=1")
+    ('NVIDIA H200', 'CPU, 1 thread')
+    """
+    fields = dict(re.findall(r"(\w+)=(.*?)(?= \w+=|$)", hardware))
+    if "gpu" in fields:
+        return fields["gpu"]
+    threads = fields.get("threads")
+    if threads is None:
+        return hardware or "–"
+    return f"CPU, {threads} thread{'' if threads == '1' else 's'}"
+
+
+# ---------------------------------------------------------------------------- DAMCHA against MHA
+def relative_change(value: float, base: float) -> float:
+    """100·(value − base)/base: the report's one measure of DAMCHA against MHA (negative = better)."""
+    return 100.0 * (value - base) / base
+
+
+def compare_damcha_mha(results: Mapping[str, DatasetResults], mha: str, damcha: str) -> dict:
+    """DAMCHA vs MHA over every (dataset, horizon) where both have a seed-mean MSE.
+
+    Returns wins / losses / ties (lower MSE wins; a tie is equality of the means), the mean relative
+    change 100·(DAMCHA − MHA)/MHA in %, and the matched pairs.
+    """
+    pairs = []
+    for dataset in dataset_order(results):
+        data = results[dataset]
+        for horizon in data.horizons():
+            a, b = data.stat(mha, horizon, "mse"), data.stat(damcha, horizon, "mse")
+            if a is not None and b is not None:
+                pairs.append((dataset, horizon, a.mean, b.mean))
+    changes = [relative_change(d, m) for _, _, m, d in pairs]
+    return {
+        "pairs": pairs,
+        "wins": sum(d < m for _, _, m, d in pairs),
+        "losses": sum(d > m for _, _, m, d in pairs),
+        "ties": sum(d == m for _, _, m, d in pairs),
+        "mean_relative_change_pct": statistics.fmean(changes) if changes else None,
+    }
+
+
+def damcha_variants(results: Mapping[str, DatasetResults]) -> dict[str, str]:
+    """{DAMCHA row: the MHA row it is compared with}, architecture by architecture: its main DAMCHA row,
+    then its ablation labels, matched by prefix (``itransformer_…``). Labels of no known architecture
+    are left out."""
+    ablations = sorted({m for data in results.values() for m in data.runs} - set(MAIN_MODELS))
+    variants = {}
+    for mha, damcha in ARCHITECTURES.values():
+        prefix = mha.split("_")[0] + "_"
+        variants[damcha] = mha
+        variants |= {label: mha for label in ablations if label.startswith(prefix)}
+    return variants
+
+
+def mse_changes(results: Mapping[str, DatasetResults]) -> tuple[dict, list[tuple[str, int]]]:
+    """({DAMCHA row: {(dataset, horizon): % MSE change against its MHA row}}, the (dataset, horizon)
+    columns in dataset order): the data of the DAMCHA-vs-MHA figure."""
+    changes = {}
+    for label, mha in damcha_variants(results).items():
+        pairs = compare_damcha_mha(results, mha, label)["pairs"]
+        if pairs:
+            changes[label] = {(d, h): relative_change(dam, base) for d, h, base, dam in pairs}
+    order = dataset_order(results)
+    columns = sorted({cell for per_cell in changes.values() for cell in per_cell},
+                     key=lambda cell: (order.index(cell[0]), cell[1]))
+    return changes, columns
+
+
+def average_mse(results: Mapping[str, DatasetResults], expected: Sequence[ExpectedCell]) -> dict:
+    """{dataset: {model: seed-mean Avg MSE over the table's horizons}}: the data of the Avg figure."""
+    averages: dict[str, dict[str, float]] = {}
+    for dataset in dataset_order(results):
+        data = results[dataset]
+        horizons = table_horizons(data, expected)
+        for model in data.model_labels():
+            stat = data.average(model, horizons, "mse")
+            if stat is not None:
+                averages.setdefault(dataset, {})[model] = stat.mean
+    return averages
+
+
+# ---------------------------------------------------------------------------- tables
+@dataclass(frozen=True)
+class Table:
+    """A table as text: the ``header``, then ``rows`` of cells; ``strong`` holds the (row, column)
+    cells to emphasise (the best value of a row, a main row's label, a failed check)."""
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    strong: frozenset[tuple[int, int]] = frozenset()
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[str]], strong: Iterable[tuple[int, int]] = ()) -> Table:
+    return Table(tuple(header), tuple(tuple(row) for row in rows), frozenset(strong))
+
+
+def _best(cells: Sequence[tuple[str, float | None]]) -> list[int]:
+    """The cells whose value, at the 3 decimals shown, is the minimum of the row."""
+    shown = [round(v, 3) for _, v in cells if v is not None]
+    best = min(shown) if shown else None
+    return [k for k, (_, v) in enumerate(cells) if v is not None and round(v, 3) == best]
+
+
+def _model_cell(
+    data: DatasetResults, model: str, row_key, horizons, metric: str, expected_seeds: int
+) -> tuple[str, float | None]:
+    """One of our table cells: "mean ± std" (plus a seed count when short of the grid's) or "missing"."""
+    stat = data.average(model, horizons, metric) if row_key == "avg" else data.stat(model, row_key, metric)
+    if stat is None:
+        return "missing", None
+    text = stat.text()
+    if expected_seeds and stat.n < expected_seeds:
+        text += f" ({stat.n}/{expected_seeds} seeds)"
+    return text, stat.mean
+
+
+def _published_cell(
+    published: PublishedResults, dataset: str, model: str, row_key, metric: str, avg_comparable: bool
+) -> tuple[str, float | None]:
+    """A published number ("*" if protocol.md marks it); "–" where there is none or the Avg would
+    average other horizons than ours."""
+    if row_key == "avg" and not avg_comparable:
+        return "–", None
+    value = published.value(dataset, model, row_key, metric)
+    if value is None:
+        return "–", None
+    marker = "*" if published.note(dataset, model, row_key) else ""
+    return f"{value:.3f}{marker}", value
+
+
+def metric_tables(
+    data: DatasetResults,
+    models: Sequence[str],
+    horizons: Sequence[int],
+    published: PublishedResults,
+    expected_seeds: Mapping[str, int],
+    with_published: bool,
+) -> list[tuple[str, Table]]:
+    """[(metric, table)]: one row per horizon plus Avg, our models (and the published ones) as columns,
+    the best value of each row strong; a lone column (one ablation row) has nothing to beat."""
+    avg_comparable = tuple(horizons) == PROTOCOL_HORIZONS
+    pub_models = published.models if with_published and published.has_dataset(data.dataset) else ()
+    tables = []
+    for metric in METRICS:
+        rows, strong = [], []
+        for row_key in (*horizons, "avg"):
+            cells = [_model_cell(data, m, row_key, horizons, metric, expected_seeds.get(m, 0)) for m in models]
+            cells += [_published_cell(published, data.dataset, m, row_key, metric, avg_comparable) for m in pub_models]
+            if len(cells) > 1:
+                strong += [(len(rows), 1 + k) for k in _best(cells)]
+            rows.append(["Avg" if row_key == "avg" else str(row_key), *(text for text, _ in cells)])
+        header = ["H", *models, *(f"{m} (published)" for m in pub_models)]
+        tables.append((metric, _table(header, rows, strong)))
+    return tables
+
+
+def training_table(data: DatasetResults, models: Sequence[str]) -> Table | None:
+    """How each trained cell ran (seed means): size, when validation peaked, and what it cost; None
+    when nothing trained (naive rows train nothing).
+
+    The best epoch is where early stopping's validation MSE was lowest (1-based, the weights tested);
+    a model that peaks in its first epochs while another improves until late learns faster or
+    overfits sooner -- the first thing to look at when one attention kind loses to the other.
+    """
+    body = []
+    for model in models:
+        for horizon in sorted(data.runs.get(model, {})):
+            rows = [r for r in data.runs[model][horizon].values()
+                    if not is_missing(r.get("epochs_run")) and int(r["epochs_run"]) > 0]
+            if rows:
+                body.append([model, str(horizon), *_training_cells(rows)])
+    header = ["model", "H", "seeds", "parameters", "best epoch (per seed)", "epochs run", "s / epoch", "wall min",
+              "ran on"]
+    return _table(header, body) if body else None
+
+
+def _training_cells(rows: Sequence[Mapping]) -> list[str]:
+    def mean(key: str) -> float:
+        return statistics.fmean(float(r[key]) for r in rows)
+
+    best = [int(r["best_epoch"]) + 1 for r in rows if not is_missing(r.get("best_epoch"))]
+    return [
+        str(len(rows)), f"{mean('n_params') / 1e6:.2f}M", ", ".join(map(str, best)) or "–",
+        f"{mean('epochs_run'):.1f}", f"{mean('seconds_per_epoch'):.0f}", f"{mean('wall_seconds') / 60:.1f}",
+        "; ".join(dict.fromkeys(device_label(str(r.get("hardware") or "")) for r in rows)),
+    ]
+
+
+def damcha_vs_mha_table(results: Mapping[str, DatasetResults]) -> Table:
+    """Every DAMCHA row against the MHA row of its architecture, in one table.
+
+    Per architecture its main row comes first (the method's defaults, shown even before it has a
+    result, its label strong), then its ablation variants with a result: each variant's record in
+    one place instead of one table per dataset.
+    """
+    body, strong = [], []
+    for label, mha in damcha_variants(results).items():
+        cmp = compare_damcha_mha(results, mha, label)
+        main = label in MAIN_MODELS
+        if not cmp["pairs"] and not main:
+            continue
+        change = cmp["mean_relative_change_pct"]
+        averages = []
+        for dataset in dataset_order(results):
+            ours = results[dataset].average(label, PROTOCOL_HORIZONS, "mse")
+            base = results[dataset].average(mha, PROTOCOL_HORIZONS, "mse")
+            if ours and base:
+                averages.append(f"{dataset} {relative_change(ours.mean, base.mean):+.2f} %")
+        if main:
+            strong.append((len(body), 0))
+        body.append([
+            label, mha, str(len(cmp["pairs"])), str(cmp["wins"]), str(cmp["losses"]), str(cmp["ties"]),
+            "missing" if change is None else f"{change:+.2f} %", ", ".join(averages) or "–",
+        ])
+    header = ["DAMCHA row", "vs", "compared cells", "wins", "losses", "ties", "mean relative change in MSE",
+              "Avg MSE change per dataset (all four horizons run)"]
+    return _table(header, body, strong)
+
+
+def average_table(
+    results: Mapping[str, DatasetResults], published: PublishedResults, expected: Sequence[ExpectedCell]
+) -> Table:
+    """Per dataset: each architecture's MHA and DAMCHA Avg MSE over the protocol horizons, the change,
+    and the published reference Avg; "missing" where a grid plans the row, "–" where none does."""
+    planned = {(c.dataset, c.model) for c in expected}
+
+    def text(dataset: str, model: str, stat: Stat | None) -> str:
+        return stat.text() if stat else ("missing" if (dataset, model) in planned else "–")
+
+    body = []
+    for dataset in dataset_order({*results, *(dataset for dataset, _ in planned)}):
+        data = results.get(dataset, DatasetResults(dataset))
+        row = [dataset]
+        for mha, damcha in ARCHITECTURES.values():
+            a = data.average(mha, PROTOCOL_HORIZONS, "mse")
+            b = data.average(damcha, PROTOCOL_HORIZONS, "mse")
+            row += [text(dataset, mha, a), text(dataset, damcha, b),
+                    f"{relative_change(b.mean, a.mean):+.2f} %" if a and b else "–"]
+        pub = published.value(dataset, REFERENCE_PUBLISHED, "avg", "mse")
+        row.append("–" if pub is None else f"{pub:.3f}")
+        body.append(row)
+    header = ["dataset", *(name for pair in ARCHITECTURES.values() for name in (*pair, "change")),
+              f"{REFERENCE_PUBLISHED} (published)"]
+    return _table(header, body)
+
+
+# ---------------------------------------------------------------------------- targets
+def parity_table(
+    results: Mapping[str, DatasetResults], published: PublishedResults, parity: ParityTarget, datasets: Iterable[str]
+) -> Table:
+    """Our ``parity.model`` Avg MSE against the published one on every dataset (of ``datasets`` and the
+    target's own) that has a published Avg; a difference beyond the tolerance is strong."""
+    body, strong = [], []
+    for dataset in dataset_order({*datasets, *parity.datasets}):
+        pub = published.value(dataset, parity.published, "avg", "mse")
+        if pub is None:
+            continue
+        ours = results[dataset].average(parity.model, PROTOCOL_HORIZONS, "mse") if dataset in results else None
+        if ours is None:
+            body.append([dataset, "missing", f"{pub:.3f}", "–", "not run yet"])
+            continue
+        diff = ours.mean - pub
+        if abs(diff) > parity.tolerance:
+            strong.append((len(body), 4))
+        body.append([dataset, ours.text(), f"{pub:.3f}", f"{diff:+.4f}", "yes" if abs(diff) <= parity.tolerance else "NO"])
+    header = ["dataset", f"ours ({parity.model})", f"published {parity.published}", "difference",
+              f"within {parity.tolerance}"]
+    return _table(header, body, strong)
+
+
+def goal_table(results: Mapping[str, DatasetResults], published: PublishedResults, goal: GoalTable) -> Table:
+    """One row per DAMCHA row compared with ``goal.baseline``: the main row first (its label strong,
+    shown even before it has run), then every variant with at least one verdict; one cell per column."""
+    body, strong = [], []
+    for label, mha in damcha_variants(results).items():
+        if mha != goal.baseline:
+            continue
+        verdicts = [[(d, _verdict(results, published, goal, column, label, d)) for d in column.datasets]
+                    for column in goal.columns]
+        main = label in MAIN_MODELS
+        if not main and all(v is None for column in verdicts for _, v in column):
+            continue
+        if main:
+            strong.append((len(body), 0))
+        body.append([label, *(_goal_cell(c, v) for c, v in zip(goal.columns, verdicts))])
+    return _table(["DAMCHA row", *(column.header for column in goal.columns)], body, strong)
+
+
+def _verdict(
+    results: Mapping[str, DatasetResults], published: PublishedResults, goal: GoalTable, column: GoalColumn,
+    label: str, dataset: str,
+) -> bool | None:
+    """Whether ``label``'s Avg MSE on ``dataset`` is ≤ the column's reference; None until both exist."""
+    data = results.get(dataset)
+    ours = data.average(label, PROTOCOL_HORIZONS, "mse") if data else None
+    if column.against == "baseline":
+        base = data.average(goal.baseline, PROTOCOL_HORIZONS, "mse") if data else None
+        reference = None if base is None else base.mean
+    else:
+        reference = published.value(dataset, goal.published, "avg", "mse")
+    return None if ours is None or reference is None else ours.mean <= reference
+
+
+def _goal_cell(column: GoalColumn, verdicts: Sequence[tuple[str, bool | None]]) -> str:
+    """"k of n run (… yes, … no) → met / not met / not decidable yet" with ``at_least``; else the
+    verdict of each dataset (a bare word for a single one)."""
+    listed = ", ".join(f"{d} {_word(v)}" for d, v in verdicts)
+    if column.at_least is None:
+        return _word(verdicts[0][1]) if len(verdicts) == 1 else listed
+    decided = [v for _, v in verdicts if v is not None]
+    met = sum(decided)
+    if met >= column.at_least:
+        status = "met"
+    elif met + len(verdicts) - len(decided) >= column.at_least:
+        status = "not decidable yet"
+    else:
+        status = "not met"
+    return f"{met} of {len(decided)} run ({listed}) → {status}"
+
+
+def _word(verdict: bool | None) -> str:
+    return "missing" if verdict is None else ("yes" if verdict else "no")
+
+
+# ---------------------------------------------------------------------------- a dataset's section
+@dataclass(frozen=True)
+class CellProblems:
+    """Planned cells of a dataset that the tables cannot show as planned: {model: ["H=96 seed 2023", …]}."""
+
+    missing: dict[str, list[str]]  # no row yet (with the epochs its run folder has checkpointed)
+    outdated: dict[str, list[str]]  # shown from a row of another config hash
+    diverged: dict[str, list[str]]  # finished without a finite test MSE: left out of every mean
+
+
+def cell_problems(dataset: str, expected: Sequence[ExpectedCell], data: DatasetResults) -> CellProblems:
+    problems = CellProblems({}, {}, {})
+    for cell in expected:
+        if cell.dataset != dataset:
+            continue
+        row = data.runs.get(cell.model, {}).get(cell.horizon, {}).get(cell.seed)
+        where = f"H={cell.horizon} seed {cell.seed}"
+        if row is None:
+            if cell.checkpointed_epochs:
+                n = cell.checkpointed_epochs
+                where += f" (in progress: {n} epoch{'' if n == 1 else 's'} checkpointed)"
+            problems.missing.setdefault(cell.model, []).append(where)
+        elif cell.config_hash is not None and row["config_hash"] != cell.config_hash:
+            problems.outdated.setdefault(cell.model, []).append(where)
+        elif is_missing(row["mse"]):
+            problems.diverged.setdefault(cell.model, []).append(where)
+    return problems
+
+
+def expected_seed_counts(cells: Sequence[ExpectedCell]) -> dict[str, int]:
+    """{model: the most seeds a grid plans for one of its horizons} (for the "(n/m seeds)" marks)."""
+    counts: dict[str, int] = {}
+    for cell in cells:
+        seeds = {c.seed for c in cells if c.model == cell.model and c.horizon == cell.horizon}
+        counts[cell.model] = max(counts.get(cell.model, 0), len(seeds))
+    return counts
+
+
+def table_columns(data: DatasetResults, cells: Sequence[ExpectedCell]) -> tuple[list[str], list[str]]:
+    """(main models a row or a grid names, in column order; ablation labels with a result, sorted):
+    an ablation row gets a column once it has a result, until then only the missing list names it."""
+    labels = {*data.runs, *(c.model for c in cells)}
+    return [m for m in MAIN_MODELS if m in labels], sorted(set(data.runs) - set(MAIN_MODELS))
+
+
+def reproduce_commands(data: DatasetResults, cells: Sequence[ExpectedCell]) -> list[str]:
+    """The commands that (re)produce a dataset's rows: the grids' and those of the grids its rows name."""
+    commands = {c.command for c in cells if c.command}
+    commands |= {f"damcha-ts leaderboard --config {row['grid']} --only-dataset {data.dataset}"
+                 for row in data.rows() if row.get("grid")}
+    return sorted(commands)
