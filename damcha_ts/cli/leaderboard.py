@@ -231,6 +231,7 @@ def _print_outcome(args: argparse.Namespace, outcome: dict, report: Path | None,
 def _regenerate_report(grids: list, results: Path, runs_dir: Path, root: Path) -> Path:
     """LEADERBOARD.md and its plots beside the CSV, over every grid the report covers; those grids
     are recorded in report_grids.yaml so that the next run over any one of them keeps the others."""
+    from damcha_ts.leaderboard.grid import combined_targets
     from damcha_ts.leaderboard.report import record_report_grids, write_report
     from damcha_ts.leaderboard.results import read_results
     from damcha_ts.leaderboard.runner import expected_cells, keep_missing_curves
@@ -241,7 +242,8 @@ def _regenerate_report(grids: list, results: Path, runs_dir: Path, root: Path) -
     rows = read_results(results)
     expected = [cell for grid in covered for cell in expected_cells(grid, runs_dir, rows)]
     report = write_report(results, results.parent / REPORT_NAME, expected=expected,
-                          results_name=_display(results, root), unavailable=_unavailable(expected))
+                          results_name=_display(results, root), unavailable=_unavailable(expected),
+                          targets=combined_targets(covered))
     record_report_grids(results, [grid.relative_path for grid in covered])
     return report
 

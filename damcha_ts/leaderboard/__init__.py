@@ -3,8 +3,10 @@
     damcha-ts leaderboard --config configs/leaderboard/ett.yaml [--max-cells N] [--report-only]
 
 Start with grid.py (what a grid file holds), then runner.py (how cells run, resume and use the
-devices), cells.py (one cell), results.py (the CSV), report.py and plots.py (the report), and
-published.json (the published numbers of protocol.md §4). Importing this package loads no torch.
+devices), cells.py (one cell), results.py (the CSV), then the report: tables.py (the numbers, no
+Markdown), render.py with templates/ (the prose), figures.py (the figure list) and plots.py (drawing
+them), put together by report.py; published.json holds the published numbers of protocol.md §4.
+Importing this package loads no torch.
 """
 
 from __future__ import annotations
