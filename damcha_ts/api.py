@@ -28,7 +28,6 @@ import pandas as pd
 from damcha_ts.data.layout import describe_input, input_columns
 from damcha_ts.data.options import PROTOCOL_KEYS, ReadOptions
 from damcha_ts.errors import ConfigError
-from damcha_ts.forecasting.history import check_data_options as _check_data_options  # noqa: F401 (its old home)
 from damcha_ts.forecasting.history import history_from, load_history, prepare_options, saved_read_options
 from damcha_ts.training.config import TrainingConfig, plain_values, split_keywords
 

@@ -12,6 +12,8 @@ so that the typed options (``damcha_ts.data.options``) are read with configs at 
 
 from __future__ import annotations
 
+from damcha_ts.lazy import lazy_attributes
+
 __all__ = [
     "DATASETS",
     "DataWarning",
@@ -46,11 +48,5 @@ _LAZY = {
     "ForecastDataModule": "damcha_ts.data.datamodule",
 }
 
-
-def __getattr__(name: str):
-    # Each module loads when one of its names is first asked for.
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'damcha_ts.data' has no attribute {name!r}")
+# Each module loads when one of its names is first asked for.
+__getattr__ = lazy_attributes("damcha_ts.data", _LAZY)

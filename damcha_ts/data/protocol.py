@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.data.frames import Source, check_freq, frame_info, load_frame
-from damcha_ts.data.options import FEATURE_MODES, check_features  # noqa: F401 (FEATURE_MODES: re-exported)
+from damcha_ts.data.options import check_features
 from damcha_ts.data.registry import SPLIT_KINDS, get_spec
 from damcha_ts.errors import ConfigError, DataError
 

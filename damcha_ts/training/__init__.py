@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from damcha_ts.lazy import lazy_attributes
 from damcha_ts.training.config import (
     CONFIG_ROOT,
     LR_SCHEDULES,
@@ -44,11 +45,5 @@ _LAZY = {
     "run_experiment": "damcha_ts.training.runner",
 }
 
-
-def __getattr__(name: str):
-    # Lightning loads only when the trainer is needed, not for reading configs.
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'damcha_ts.training' has no attribute {name!r}")
+# Lightning loads only when the trainer is needed, not for reading configs.
+__getattr__ = lazy_attributes("damcha_ts.training", _LAZY)

@@ -266,11 +266,11 @@ def test_ignore_reaches_load_frame_from_prepare_and_the_forecaster_options(tmp_p
     path = write_csv(_long_frame(), tmp_path / "long.csv")
     series = prepare(path, seq_len=16, pred_len=4, ignore="temp")  # one name as a string is fine too
     assert list(series.columns) == ["a", "b"]
-    from damcha_ts.api import _check_data_options
+    from damcha_ts.forecasting.history import check_data_options
     from damcha_ts.data.layout import input_columns
     from damcha_ts.training.config import KEYS
 
-    _check_data_options("fit/evaluate", {"ignore": ["temp"], "sep": ";"}, with_protocol=True)
+    check_data_options("fit/evaluate", {"ignore": ["temp"], "sep": ";"}, with_protocol=True)
     assert {"ignore", "sep"} <= set(KEYS["data"])  # the YAML data section accepts them
     assert input_columns(path, {"ignore": ["temp"]}, series) == ["a", "b"]
 
