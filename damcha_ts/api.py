@@ -241,6 +241,11 @@ class Forecaster:
         return self._predictor("device").device
 
     @property
+    def predictor(self):
+        """The :class:`damcha_ts.forecasting.Predictor` of the fitted model (what every forecast runs through)."""
+        return self._predictor("predictor")
+
+    @property
     def is_fitted(self) -> bool:
         """Whether there is a model to forecast with (after ``fit`` or ``Forecaster.load``)."""
         return self.model_ is not None

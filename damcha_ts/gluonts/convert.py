@@ -20,27 +20,30 @@ def predictor_from_forecaster(forecaster, batch_size: int = 32) -> PyTorchPredic
     variate) and its time-mark convention, so GluonTS tooling (``evaluate_model``, rolling
     ``split`` windows, ``serialize``) can be used on a model trained with ``Forecaster.fit`` or
     ``damcha-ts fit``. Feed it entries whose target rows are the forecaster's columns, in order
-    (``PandasDataset(frame[forecaster.meta_.columns], target=...)``).
+    (``PandasDataset(frame[forecaster.meta_.columns], target=...)``). ``forecaster`` may also be a
+    :class:`damcha_ts.forecasting.Predictor` (e.g. ``Predictor.load(model_dir)``).
     """
-    if not forecaster.is_fitted:
+    from damcha_ts.data.protocol import scored_slice
+
+    if getattr(forecaster, "is_fitted", True) is False:
         raise ConfigError("predictor_from_forecaster: the forecaster is not fitted; call fit(data) or Forecaster.load first")
-    meta = forecaster.meta_
-    if meta.features == "MS":
+    predictor = getattr(forecaster, "predictor", forecaster)  # the model, its scaler and time marks
+    meta = predictor.meta
+    if scored_slice(meta.features) != slice(None):
         raise ConfigError(
             "predictor_from_forecaster: features='MS' models forecast only the target from all variates; "
             "GluonTS forecasts have one row per target variate. Use features='M' or 'S'."
         )
-    hyperparameters = {
-        key: value for key, value in forecaster.model_config.items() if key not in ("name", "seq_len", "pred_len")
-    }
+    hyperparameters = {key: value for key, value in predictor.model.config.__dict__.items()
+                       if key not in ("seq_len", "pred_len")}
     estimator = DAMCHAEstimator(
-        prediction_length=forecaster.horizon,
-        context_length=forecaster.lookback,
-        model=forecaster.model_config["name"],
+        prediction_length=predictor.horizon,
+        context_length=predictor.lookback,
+        model=predictor.model.name,
         hyperparameters=hyperparameters,
-        quantiles=getattr(forecaster, "quantiles", None),
+        quantiles=predictor.quantiles,
         batch_size=batch_size,
-        # The Forecaster's marks: the data's own frequency unless a convention ("h") was recorded.
+        # The Predictor's marks: the data's own frequency unless a convention ("h") was recorded.
         time_features_freq=meta.time_features_freq or meta.freq,
     )
     if estimator.uses_time_marks and not _stamped_at_period_start(meta.freq):
@@ -57,7 +60,7 @@ def predictor_from_forecaster(forecaster, batch_size: int = 32) -> PyTorchPredic
         target_mean=list(meta.scaler_mean),
         target_scale=list(meta.scaler_scale),
     )
-    module.model.load_state_dict(forecaster.model_.state_dict())
+    module.model.load_state_dict(predictor.model.state_dict())
     return estimator.create_predictor(estimator.create_transformation(), module.eval())
 
 

@@ -91,6 +91,12 @@ def test_a_saved_and_loaded_forecaster_converts_to_the_same_predictor(fitted, tm
     (original,) = predictor_from_forecaster(forecaster).predict(dataset)
     (reloaded,) = predictor_from_forecaster(loaded).predict(dataset)
     np.testing.assert_array_equal(reloaded.samples, original.samples)
+    # The shared Predictor (what forecaster.predict runs through) converts to the same predictor.
+    from damcha_ts.forecasting import Predictor
+
+    assert isinstance(forecaster.predictor, Predictor)
+    (from_directory,) = predictor_from_forecaster(Predictor.load(tmp_path / "model")).predict(dataset)
+    np.testing.assert_array_equal(from_directory.samples, original.samples)
 
 
 @pytest.mark.parametrize(("freq", "at_start"), [("h", True), ("15min", True), ("D", True), ("2h", True),
