@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from damcha_ts.files import write_atomically
 from damcha_ts.leaderboard.grid import Cell, LeaderboardGrid
@@ -38,6 +39,7 @@ class ResolvedCell:
     run_dir: Path | None  # None for naive cells
     grid_name: str  # the grid file, relative to the project root (the CSV's "grid" column)
     trainer_overrides: dict
+    run: Any = None  # the neural cell's RunConfig (``config`` is its dict form)
 
     @property
     def key(self) -> tuple[str, str, int, int, str]:
@@ -52,7 +54,7 @@ def resolve_cell(cell: Cell, grid: LeaderboardGrid, runs_dir: Path) -> ResolvedC
     extra trainer settings. Device settings are not part of it, so a cell finished on a CPU counts
     as finished on a GPU machine too.
     """
-    from damcha_ts.training import config_hash, load_run_config
+    from damcha_ts.training import RunConfig, config_hash
 
     grid_name = grid.relative_path
     if cell.is_naive:
@@ -61,13 +63,12 @@ def resolve_cell(cell: Cell, grid: LeaderboardGrid, runs_dir: Path) -> ResolvedC
             "data": {"dataset": cell.dataset, "seq_len": NAIVE_SEQ_LEN, "pred_len": cell.horizon, "features": "M"},
         }
         return ResolvedCell(cell, description, config_hash(description), None, grid_name, {})
-    config = load_run_config(
-        cell.config_path, horizon=cell.horizon, overrides=[*cell.overrides, f"training.seed={cell.seed}"]
-    )
+    run = RunConfig.load(cell.config_path, horizon=cell.horizon, overrides=[*cell.overrides, f"training.seed={cell.seed}"])
+    config = run.to_dict()
     identity = {"run": config, "trainer": grid.trainer} if grid.trainer else config
     digest = config_hash(identity)
     run_dir = runs_dir / grid.name / cell.dataset / cell.model / f"H{cell.horizon}" / f"seed{cell.seed}-{digest}"
-    return ResolvedCell(cell, config, digest, run_dir, grid_name, dict(grid.trainer))
+    return ResolvedCell(cell, config, digest, run_dir, grid_name, dict(grid.trainer), run)
 
 
 def _now() -> str:
@@ -186,7 +187,7 @@ def _run_neural(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
             _drop_unreadable_checkpoint(resolved.run_dir)
             trainer_kwargs = {**device_trainer_kwargs, **resolved.trainer_overrides}
             result = run_experiment(
-                resolved.config, resolved.run_dir, resume=True, trainer_kwargs=trainer_kwargs, progress=False
+                resolved.run, resolved.run_dir, resume=True, trainer_kwargs=trainer_kwargs, progress=False
             )
             provenance = _provenance()
             write_atomically(provenance_file, json.dumps(provenance) + "\n")

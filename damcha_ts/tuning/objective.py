@@ -60,14 +60,18 @@ class BaseConfig:
         path = Path(source)
         return cls(str(path.resolve()) if path.is_file() else str(source), horizon, tuple(overrides))
 
-    def resolve(self, values: Mapping[str, Any] | None = None) -> dict:
-        """The resolved run config with a trial's ``{path: value}`` applied over ``--set``."""
+    def resolve_run(self, values: Mapping[str, Any] | None = None):
+        """The :class:`RunConfig` with a trial's ``{path: value}`` applied over ``--set``."""
         from damcha_ts.training import RunConfig
         from damcha_ts.training.config import parse_override
 
         given = {".".join(place): value for place, value in map(parse_override, self.overrides)}
         updates = as_updates({**given, **(values or {})})  # the trial's values win over --set
-        return RunConfig.load(self.source, horizon=self.horizon, updates=updates).to_dict()
+        return RunConfig.load(self.source, horizon=self.horizon, updates=updates)
+
+    def resolve(self, values: Mapping[str, Any] | None = None) -> dict:
+        """The resolved run config (dict form) with a trial's ``{path: value}`` applied over ``--set``."""
+        return self.resolve_run(values).to_dict()
 
 
 def make_pruning_callback(trial):
@@ -139,7 +143,8 @@ class TrialObjective:
 
         from damcha_ts.training import run_experiment
 
-        config = self.base.resolve(self.search.sample(trial, self.base_config, self.base.resolve))
+        run = self.base.resolve_run(self.search.sample(trial, self.base_config, self.base.resolve))
+        config = run.to_dict()
         trial.set_user_attr("config", jsonable(config))
         trial.set_user_attr("worker", self.worker)
         if self.launch_token is not None:
@@ -149,7 +154,7 @@ class TrialObjective:
         run_dir = trial_dir(self.out_dir, trial.number)
         try:
             result = run_experiment(
-                config,
+                run,
                 run_dir,
                 evaluate_test=False,
                 callbacks=[pruning],

@@ -285,10 +285,11 @@ def evaluate_config(
     config: Mapping, out_dir: Path, *, trainer_kwargs: Mapping | None, progress: bool = False
 ) -> dict:
     """Train ``config`` once and test it; reuse the result when the same run is already on disk."""
-    from damcha_ts.training import config_hash, load_run_config, run_experiment
+    from damcha_ts.training import RunConfig, run_experiment
 
-    resolved = load_run_config(config)
-    key = {"config_hash": config_hash(resolved), "trainer_kwargs": dict(trainer_kwargs or {})}
+    run = RunConfig.load(config)
+    resolved = run.to_dict()
+    key = {"config_hash": run.config_hash(), "trainer_kwargs": dict(trainer_kwargs or {})}
     record_path = out_dir / "evaluation.json"
     if record_path.is_file():
         try:
@@ -300,7 +301,7 @@ def evaluate_config(
     from damcha_ts.tuning.objective import one_device_per_run
 
     result = run_experiment(
-        resolved, out_dir, evaluate_test=True, trainer_kwargs=one_device_per_run(resolved, trainer_kwargs or {}),
+        run, out_dir, evaluate_test=True, trainer_kwargs=one_device_per_run(resolved, trainer_kwargs or {}),
         progress=progress,
     )
     metrics = {
