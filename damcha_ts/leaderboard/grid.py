@@ -185,13 +185,13 @@ class LeaderboardGrid:
     def config_path(self, model: ModelEntry, dataset: str) -> Path:
         """The model's run config for ``dataset``: relative paths from the project root, falling back
         to the shipped ``configs/`` (so a grid kept outside the project can use the default template)."""
-        from damcha_ts.training.config import CONFIG_ROOT
+        from damcha_ts.schema import SHIPPED_ROOT
 
         relative = model.config.format(model=model.name, dataset=dataset, dataset_lower=dataset.lower())
         path = Path(relative)
         if path.is_absolute():
             return path
-        local, shipped = self.project_root / path, CONFIG_ROOT.parent / path
+        local, shipped = self.project_root / path, SHIPPED_ROOT.parent / path
         return shipped if not local.is_file() and shipped.is_file() else local
 
     @property
