@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.schema import load_shipped, plain_values, reject_unknown_keys
+from damcha_ts.schema import load_shipped, plain_values, reject_unknown_keys, yaml_number
 
 PARAM_TYPES = ("float", "int", "categorical")
 PRUNER_TYPES = ("median", "hyperband")
@@ -275,12 +275,9 @@ def _section(source: str, data: Mapping, key: str, valid: tuple[str, ...] | None
 
 
 def _number(where: str, value: Any, *, integer: bool = False, at_least: float | None = None) -> float | int:
-    # YAML 1.1 reads "1e-4" (no dot) as a string; accept it as a number here.
+    value = yaml_number(value)  # YAML 1.1 reads "1e-4" (no dot) as a string
     if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise ConfigError(f"{where}={value!r} is not a number") from None
+        raise ConfigError(f"{where}={value!r} is not a number")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{where}={value!r} is not a finite number")
     if at_least is not None and value < at_least:
