@@ -60,8 +60,8 @@ def load_frame(
     time_col: str | None = None,
     date_format: str | None = None,
     layout: str = "auto",
-    id_col: str = "id",
-    value_col: str = "value",
+    id_col: str | None = None,
+    value_col: str | None = None,
     freq: str | None = None,
     start: str | pd.Timestamp = "2000-01-01",
     columns: list[str] | None = None,
@@ -285,6 +285,8 @@ class Layout:
     time_col: str | None  # None: the timestamps are the frame's DatetimeIndex
     ignored: tuple[str, ...]  # columns left out, as the caller asked
     columns: tuple[str, ...]  # the columns read, in the table's order (time, id and value included)
+    id_col: str = "id"  # a long table's id and value columns (see LONG_COLUMNS)
+    value_col: str = "value"
 
     @property
     def variates(self) -> list[str]:
@@ -299,8 +301,8 @@ def decide_layout(
     time_col: str | None = None,
     time_index: bool = False,
     layout: str = "auto",
-    id_col: str = "id",
-    value_col: str = "value",
+    id_col: str | None = None,
+    value_col: str | None = None,
     ignore: Iterable[str] | None = None,
 ) -> Layout:
     """Whether a table with these column names is wide or long: the one rule, for reading
@@ -309,18 +311,21 @@ def decide_layout(
     ``time_index``: the table has a DatetimeIndex, which holds the timestamps unless ``time_col``
     is given (the table is then wide). ``layout`` "auto" reads a header that has ``id_col``, a time
     column and ``value_col`` as long, whatever else it has; a long table's other columns are an
-    error naming them (never dropped silently) unless ``ignore`` lists them.
+    error naming them (never dropped silently) unless ``ignore`` lists them. Without ``id_col`` and
+    ``value_col`` the names of :data:`LONG_COLUMNS` are tried in order: ours (``id``, ``value``), then
+    neuralforecast's (``unique_id``, ``y``).
     """
     check_layout(layout)
     ignored = _ignored_columns(columns, ignore, label)
     left_out = set(ignored)
     kept = tuple(c for c in columns if c not in left_out)
     if time_index and time_col is None:
-        return Layout("wide", None, ignored, kept)
+        return Layout("wide", None, ignored, kept, *_long_columns(kept, id_col, value_col))
     time_col = _find_time_column(kept, time_col, label)
+    id_col, value_col = _long_columns(kept, id_col, value_col)
     looks_long = id_col in kept and value_col in kept
     if layout == "wide" or (layout == "auto" and not looks_long):
-        return Layout("wide", time_col, ignored, kept)
+        return Layout("wide", time_col, ignored, kept, id_col, value_col)
     for column in (id_col, value_col):
         if column not in kept:
             raise DataError(f"{label}: long layout needs column {column!r}; columns are {list(kept)}")
@@ -333,7 +338,20 @@ def decide_layout(
             f"which a long file cannot hold; pass ignore={extra} (command line: --ignore {','.join(extra)}) "
             f"to leave them out{wide_hint}"
         )
-    return Layout("long", time_col, ignored, kept)
+    return Layout("long", time_col, ignored, kept, id_col, value_col)
+
+
+#: The (id, value) column names a long table is recognised by when the caller names neither:
+#: damcha_ts's own, then neuralforecast's ``unique_id, ds, y`` frames.
+LONG_COLUMNS = (("id", "value"), ("unique_id", "y"))
+
+
+def _long_columns(columns, id_col: str | None, value_col: str | None) -> tuple[str, str]:
+    """The id and value column names: the caller's, else the first convention the header has."""
+    if id_col is not None or value_col is not None:
+        return id_col or LONG_COLUMNS[0][0], value_col or LONG_COLUMNS[0][1]
+    present = set(columns)
+    return next((names for names in LONG_COLUMNS if set(names) <= present), LONG_COLUMNS[0])
 
 
 def _ignored_columns(columns: list[str], ignore: Iterable[str] | None, label: str) -> tuple[str, ...]:
@@ -372,7 +390,7 @@ def _from_dataframe(
     if shape.ignored:
         raw = raw.drop(columns=list(shape.ignored))
     if shape.kind == "long":
-        raw = _long_to_wide(raw, shape.time_col, id_col, value_col, date_format, place)
+        raw = _long_to_wide(raw, shape.time_col, shape.id_col, shape.value_col, date_format, place)
         place = _Place(f"{label} (long layout, pivoted)")
         stamps = raw.index
     elif shape.time_col is None:

@@ -32,7 +32,7 @@ def describe_input(data: Any, options: Mapping[str, Any]) -> tuple[str, dict]:
         if shape.ignored:
             read["ignore"] = list(shape.ignored)
         if shape.kind == "long":
-            id_col, value_col = options.get("id_col", "id"), options.get("value_col", "value")
+            id_col, value_col = shape.id_col, shape.value_col
             order = [c for c in shape.columns if c in (id_col, shape.time_col, value_col)]
             long = {"layout": "long", "id_col": id_col, "time_col": shape.time_col, "value_col": value_col}
             return "long", {**long, "order": order, **read}
@@ -56,7 +56,7 @@ def _layout_of(data: pd.DataFrame | str | Path, options: Mapping[str, Any]):
         columns, label, time_index = read_csv_header(file, sep=options.get("sep")), str(file), False
     return decide_layout(
         columns, label, time_col=options.get("time_col"), time_index=time_index, layout=options.get("layout", "auto"),
-        id_col=options.get("id_col", "id"), value_col=options.get("value_col", "value"), ignore=options.get("ignore"),
+        id_col=options.get("id_col"), value_col=options.get("value_col"), ignore=options.get("ignore"),
     )
 
 
@@ -74,7 +74,7 @@ def input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:
         if shape.kind == "wide":
             return shape.variates  # the header lists the variates in order
         if isinstance(data, pd.DataFrame):
-            return [str(v) for v in pd.unique(data[options.get("id_col", "id")].astype(str))]
+            return [str(v) for v in pd.unique(data[shape.id_col].astype(str))]
     elif series.features != "S":
         return list(series.columns)  # a benchmark file lists its target last, as the series does
     # A long file (its ids in order of first appearance) or a benchmark fitted on its target alone.

@@ -220,3 +220,39 @@ def test_a_column_name_used_twice_is_an_error():
                          columns=["a", "a", "OT"])
     with pytest.raises(DataError, match=r"DataFrame: column name\(s\) \['a'\] appear more than once"):
         load_frame(frame)
+
+
+def _neuralforecast_frame(rows: int = 80) -> pd.DataFrame:
+    """A neuralforecast-style long frame: ``unique_id, ds, y``."""
+    stamps = pd.date_range("2021-01-04", periods=rows, freq="D")
+    return pd.concat(
+        [pd.DataFrame({"unique_id": name, "ds": stamps, "y": np.sin(np.arange(rows) / 5.0) + shift})
+         for shift, name in enumerate(["store_1", "store_2"])],
+        ignore_index=True,
+    )
+
+
+def test_a_neuralforecast_frame_reads_without_options(tmp_path):
+    frame = _neuralforecast_frame()
+    wide = load_frame(frame)
+    assert list(wide.columns) == ["store_1", "store_2"] and len(wide) == 80
+    np.testing.assert_array_equal(wide["store_2"].to_numpy(), frame.loc[frame.unique_id == "store_2", "y"].to_numpy())
+    path = tmp_path / "nf.csv"
+    frame.to_csv(path, index=False)
+    from_file = load_frame(path)
+    assert list(from_file.columns) == list(wide.columns) and from_file.index.equals(wide.index)
+    np.testing.assert_allclose(from_file.to_numpy(), wide.to_numpy(), rtol=1e-12)  # CSV text rounds the last digit
+    # Our own names win when both conventions are there, and named columns always do.
+    with pytest.raises(DataError, match=r"long file \(id, ds, value\) but also has column\(s\) \['unique_id', 'y'\]"):
+        load_frame(frame.assign(id=frame.unique_id, value=frame.y))
+    assert list(load_frame(frame, id_col="unique_id", value_col="y").columns) == ["store_1", "store_2"]
+
+
+def test_a_forecast_of_a_neuralforecast_frame_comes_back_with_its_column_names():
+    from damcha_ts import Forecaster
+
+    forecaster = Forecaster("itransformer_mha", horizon=4, lookback=16, max_epochs=1, d_model=16, d_ff=16, n_heads=2,
+                            e_layers=1, trainer_kwargs={"enable_progress_bar": False, "logger": False})
+    future = forecaster.fit(_neuralforecast_frame()).predict()
+    assert list(future.columns) == ["unique_id", "ds", "y"] and len(future) == 8
+    assert set(future.unique_id) == {"store_1", "store_2"}
