@@ -205,9 +205,12 @@ class QuantileForecastModel(nn.Module):
         """The point model's registry name (``itransformer_damcha``, ...)."""
         return self.point_model.name
 
-    def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
-        """x: [B, L, N], x_mark: [B, L, M] or None -> quantile forecasts [B, Q, H, N]."""
-        stacked = self.point_model(x, x_mark)  # [B, Q·H, N]: level-major blocks of H steps
+    def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None, covariates=None) -> torch.Tensor:
+        """x: [B, L, N], x_mark: [B, L, M] or None (and the point model's covariates) -> [B, Q, H, N]."""
+        if covariates is not None and covariates.future is not None:
+            raise ConfigError("a quantile model's point model forecasts H·Q steps; future covariates over the "
+                              "horizon are not supported with quantiles yet")
+        stacked = self.point_model(x, x_mark, covariates)  # [B, Q·H, N]: level-major blocks of H steps
         per_level = stacked.unflatten(1, (len(self.quantiles), self.horizon))  # [B, Q, H, N]
         # Monotone rearrangement (see module docstring); gradients flow to whichever output got each rank.
         return per_level.sort(dim=1).values

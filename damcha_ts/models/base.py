@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.models.attention import AttentionConfig, AttentionRecord, DamchaOptions
 from damcha_ts.models.metric_generator import MetricGenerator, StaticMetric
-from damcha_ts.models.validation import check_dropout, check_heads, check_positive_ints
+from damcha_ts.models.validation import check_counts, check_dropout, check_heads, check_positive_ints
 
 
 @dataclass(kw_only=True)
@@ -27,15 +27,39 @@ class EncoderModelConfig(DamchaOptions):
     e_layers: int = 2
     d_ff: int = 2048
     dropout: float = 0.1
+    # How many covariates of each kind the model reads (see Covariates); 0: none. Added in run-config
+    # schema 2, so a config without covariates resolves and hashes as before.
+    past_covariates: int = field(default=0, metadata={"since": 2})
+    future_covariates: int = field(default=0, metadata={"since": 2})
+    static_covariates: int = field(default=0, metadata={"since": 2})
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive_ints(self, ("seq_len", "pred_len", "d_model", "n_heads", "e_layers", "d_ff"))
         check_dropout(self.dropout)
         check_heads(self.d_model, self.n_heads)
+        check_counts(self, COVARIATE_KINDS)
 
     def attention_config(self, kind: str) -> AttentionConfig:
         return AttentionConfig(kind=kind, n_heads=self.n_heads, dropout=self.dropout, **self.damcha_options())
+
+
+#: The covariate kinds, each a config field ``<kind>_covariates`` and a field of :class:`Covariates`.
+COVARIATE_KINDS = ("past", "future", "static")
+
+
+@dataclass(frozen=True)
+class Covariates:
+    """Inputs a model reads but never forecasts or scores, already scaled by the data layer.
+
+    ``past`` [B, L, P]: observed up to the forecast origin (the lookback only). ``future``
+    [B, L + H, F]: known in advance (calendars, prices, promotions), over the lookback and the
+    horizon, so the model sees the covariate's future. ``static`` [B, S]: constant per series.
+    """
+
+    past: Tensor | None = None
+    future: Tensor | None = None
+    static: Tensor | None = None
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -57,7 +81,7 @@ class ForecastModel(nn.Module):
         raise NotImplementedError
 
     def _forecast(
-        self, x: Tensor, x_mark: Tensor | None, need_weights: bool
+        self, x: Tensor, x_mark: Tensor | None, need_weights: bool, covariates: Covariates | None = None
     ) -> tuple[Tensor, dict[str, list[AttentionRecord]]]:
         raise NotImplementedError
 
@@ -68,19 +92,39 @@ class ForecastModel(nn.Module):
                 f"expected [batch, seq_len={self.config.seq_len}, variates]"
             )
 
-    def forward(self, x: Tensor, x_mark: Tensor | None = None) -> Tensor:
-        """x [B, L, N], x_mark [B, L, M] or None -> forecast [B, pred_len, N] (any N)."""
-        self._check_input(x)
-        return self._forecast(x, x_mark, need_weights=False)[0]
+    def _check_covariates(self, x: Tensor, covariates: Covariates | None) -> None:
+        """Each covariate kind the config counts is given with its shape; no other kind is."""
+        batch, config = x.shape[0], self.config
+        shapes = {"past": (batch, config.seq_len, config.past_covariates),
+                  "future": (batch, config.seq_len + config.pred_len, config.future_covariates),
+                  "static": (batch, config.static_covariates)}
+        for kind, shape in shapes.items():
+            given = getattr(covariates, kind, None) if covariates is not None else None
+            if shape[-1] == 0 and given is not None:
+                raise ConfigError(f"{kind} covariates were given, but this model was built without them "
+                                  f"({kind}_covariates=0)")
+            if shape[-1] > 0 and (given is None or tuple(given.shape) != shape):
+                found = "none" if given is None else f"shape {tuple(given.shape)}"
+                raise ConfigError(f"this model reads {kind} covariates of shape {list(shape)}; got {found}")
 
-    def attention_maps(self, x: Tensor, x_mark: Tensor | None = None) -> dict[str, list[AttentionRecord]]:
+    def forward(self, x: Tensor, x_mark: Tensor | None = None, covariates: Covariates | None = None) -> Tensor:
+        """x [B, L, N], x_mark [B, L, M] or None, covariates (when the config counts any) ->
+        forecast [B, pred_len, N] (any N; covariates are read, never forecast)."""
+        self._check_input(x)
+        self._check_covariates(x, covariates)
+        return self._forecast(x, x_mark, need_weights=False, covariates=covariates)[0]
+
+    def attention_maps(
+        self, x: Tensor, x_mark: Tensor | None = None, covariates: Covariates | None = None
+    ) -> dict[str, list[AttentionRecord]]:
         """Per encoder, per layer: attention weights and (DAMCHA) head metrics of one forward pass.
 
         Weights come from the explicit path, so this is slower than ``forward``; call it in eval mode
         for maps without dropout.
         """
         self._check_input(x)
-        return self._forecast(x, x_mark, need_weights=True)[1]
+        self._check_covariates(x, covariates)
+        return self._forecast(x, x_mark, need_weights=True, covariates=covariates)[1]
 
     def parameter_groups(
         self, learning_rate: float, weight_decay: float = 0.0, compact_lr_scale: float | None = None

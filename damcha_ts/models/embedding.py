@@ -56,6 +56,45 @@ class InvertedEmbedding(nn.Module):
         return self.dropout(self.value_embedding(tokens))
 
 
+class CovariateEmbedding(nn.Module):
+    """Tokens of the covariates that do not live on the lookback alone (issue 20):
+
+    each future covariate's lookback *and* horizon values [B, L + H, F] -> one token per covariate
+    (Linear(L + H -> E), so the model sees the covariate's future), and the static covariates
+    [B, S] -> one token (Linear(S -> E)); then dropout. ``forward`` -> [B, F (+ 1), E] or None.
+    Past covariates are series over the lookback: each model embeds them as it embeds its variates.
+    """
+
+    def __init__(self, seq_len: int, pred_len: int, d_model: int, future: int, static: int, dropout: float):
+        super().__init__()
+        self.future_embedding = nn.Linear(seq_len + pred_len, d_model) if future else None
+        self.static_embedding = nn.Linear(static, d_model) if static else None
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, covariates) -> Tensor | None:
+        tokens = []
+        if self.future_embedding is not None:
+            tokens.append(self.future_embedding(covariates.future.transpose(1, 2)))  # [B, F, E]
+        if self.static_embedding is not None:
+            tokens.append(self.static_embedding(covariates.static)[:, None, :])  # [B, 1, E]
+        return self.dropout(torch.cat(tokens, dim=1)) if tokens else None
+
+
+def covariate_embedding(config) -> CovariateEmbedding | None:
+    """The model's CovariateEmbedding, or None when its config counts no future or static covariates
+    (then the model has exactly the parameters, and initial weights, it had before covariates)."""
+    if not (config.future_covariates or config.static_covariates):
+        return None
+    return CovariateEmbedding(config.seq_len, config.pred_len, config.d_model, config.future_covariates,
+                              config.static_covariates, config.dropout)
+
+
+def with_covariate_tokens(tokens: Tensor, embedding: CovariateEmbedding | None, covariates) -> Tensor:
+    """tokens [B, T, E] followed by the covariate tokens [B, F (+ 1), E], when there are any."""
+    extra = embedding(covariates) if embedding is not None else None
+    return tokens if extra is None else torch.cat([tokens, extra.to(tokens.dtype)], dim=1)
+
+
 def sinusoidal_positions(n_positions: int, d_model: int) -> Tensor:
     """Fixed sine/cosine position codes [n_positions, E] (Transformer / PatchTST PositionalEmbedding)."""
     position = torch.arange(n_positions, dtype=torch.float32)[:, None]

@@ -11,6 +11,9 @@ Architecture as protocol.md §3.1 (shapes: B batch, L lookback, N variates, E d_
 6. gate 2: g = sigmoid(W3 h + W4 h_cross), z = g*h + (1-g)*h_cross;
 7. Linear(E -> pred_len) per variate, transposed to [B, pred_len, N], de-normalised.
 
+Covariates (``Covariates``) join the variate-wise encoder as tokens that are never forecast: past
+covariates through steps 2-4 like variates, future and static ones through ``CovariateEmbedding``.
+
 Both encoders are stacks of ``nn.TransformerEncoderLayer(norm_first=True)`` layers (ReLU, no final norm),
 rebuilt as pre-norm :class:`~damcha_ts.models.layers.EncoderLayer` so that ``temporal_attention`` / ``variate_attention`` can be
 DAMCHA. The standard DAMCHA variant replaces only the variate-wise attention; with a shared generator
@@ -26,8 +29,8 @@ from torch import Tensor, nn
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.models.attention import ATTENTION_KINDS, AttentionRecord
-from damcha_ts.models.base import EncoderModelConfig, ForecastModel
-from damcha_ts.models.embedding import PatchEmbedding, SeriesNormalizer
+from damcha_ts.models.base import Covariates, EncoderModelConfig, ForecastModel
+from damcha_ts.models.embedding import PatchEmbedding, SeriesNormalizer, covariate_embedding, with_covariate_tokens
 from damcha_ts.models.layers import EncoderLayer, build_encoder
 from damcha_ts.models.validation import check_choice, check_positive_ints
 
@@ -90,24 +93,31 @@ class Gateformer(ForecastModel):
         self.cross_variate_gate = Gate(c.d_model)
         self.projection = nn.Linear(c.d_model, c.pred_len)
         self.dropout = nn.Dropout(c.dropout)
+        self.covariate_embedding = covariate_embedding(c)  # None without future/static covariates
 
     @property
     def name(self) -> str:
         return f"gateformer_{self.config.variate_attention}"
 
     def _forecast(
-        self, x: Tensor, x_mark: Tensor | None, need_weights: bool
+        self, x: Tensor, x_mark: Tensor | None, need_weights: bool, covariates: Covariates | None = None
     ) -> tuple[Tensor, dict[str, list[AttentionRecord]]]:
         B, _, N = x.shape
         x, stats = SeriesNormalizer.normalize(x)
-        series = x.transpose(1, 2)  # [B, N, L]
-        global_tokens = self.dropout(self.global_embedding(series))  # [B, N, E]
-        patches = self.patch_embedding(series)  # [B * N, P, E]
+        past = getattr(covariates, "past", None)
+        if past is not None:  # lookback series like the variates: the same global and temporal paths
+            x = torch.cat([x, past.to(x.dtype)], dim=2)  # [B, L, N + P]
+        series = x.transpose(1, 2)  # [B, N + P, L]
+        tokens = series.shape[1]
+        global_tokens = self.dropout(self.global_embedding(series))  # [B, N + P, E]
+        patches = self.patch_embedding(series)  # [B * (N + P), P_patches, E]
         temporal, temporal_records = self.temporal_encoder(patches, need_weights=need_weights)
-        temporal_tokens = self.dropout(self.temporal_head(temporal.reshape(B, N, -1)))  # [B, N, E]
+        temporal_tokens = self.dropout(self.temporal_head(temporal.reshape(B, tokens, -1)))  # [B, N + P, E]
         variate_tokens = self.fusion_gate(global_tokens, temporal_tokens)  # h
+        variate_tokens = with_covariate_tokens(variate_tokens, self.covariate_embedding, covariates)  # + F (+ 1)
         cross, variate_records = self.variate_encoder(variate_tokens, need_weights=need_weights)
         fused = self.cross_variate_gate(variate_tokens, cross)  # z
-        forecast = self.projection(fused).transpose(1, 2)  # [B, pred_len, N]
+        # Covariate tokens are read, never forecast: keep the N variates.
+        forecast = self.projection(fused)[:, :N, :].transpose(1, 2)  # [B, pred_len, N]
         maps = {"temporal_encoder": temporal_records, "variate_encoder": variate_records}
         return SeriesNormalizer.denormalize(forecast, stats), maps

@@ -17,6 +17,14 @@ def check_positive_ints(config: object, names: tuple[str, ...]) -> None:
             raise ConfigError(f"{name}={value!r}; expected a positive integer")
 
 
+def check_counts(config: object, kinds: tuple[str, ...]) -> None:
+    """``<kind>_covariates`` fields are integers >= 0."""
+    for kind in kinds:
+        value = getattr(config, f"{kind}_covariates")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{kind}_covariates={value!r}; expected an integer >= 0 (how many {kind} covariates)")
+
+
 def check_bools(config: object, names: tuple[str, ...]) -> None:
     for name in names:
         if not isinstance(getattr(config, name), bool):
