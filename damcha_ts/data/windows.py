@@ -20,7 +20,9 @@ class WindowDataset(Dataset):
     Items and batches are dicts of float32 tensors:
     ``x`` [B, L, C], ``y`` [B, H, C], ``x_mark`` [B, L, M], ``y_mark`` [B, H, M]
     (no batch axis for a single item). In ``MS`` mode ``y`` still carries all C columns: the
-    consumer slices the target, ``y[..., -1:]``, as TSLib's ``f_dim = -1`` does.
+    consumer slices the target, ``y[..., -1:]``, as TSLib's ``f_dim = -1`` does. A series with
+    covariates adds ``past_covariates`` [B, L, P] (the lookback rows) and ``future_covariates``
+    [B, L + H, F] (lookback and horizon rows: they are known in advance).
     """
 
     def __init__(self, data: SeriesData, split: str):
@@ -32,6 +34,10 @@ class WindowDataset(Dataset):
         # Views of the split's rows (no copy): [rows, C] and [rows, M].
         self.series = torch.from_numpy(data.scaled[border1:border2])
         self.marks = torch.from_numpy(data.marks[border1:border2])
+        covariates = getattr(data, "covariates", None)
+        past, future = (None, None) if covariates is None else (covariates.past, covariates.future)
+        self.past = None if past is None else torch.from_numpy(past[border1:border2])  # [rows, P]
+        self.future = None if future is None else torch.from_numpy(future[border1:border2])  # [rows, F]
         self._input_offsets = torch.arange(self.seq_len)
         self._target_offsets = torch.arange(self.seq_len, self.seq_len + self.pred_len)
 
@@ -50,12 +56,17 @@ class WindowDataset(Dataset):
         indices = torch.as_tensor(indices, dtype=torch.long)
         input_rows = indices[:, None] + self._input_offsets  # [B, L]
         target_rows = indices[:, None] + self._target_offsets  # [B, H]
-        return {
+        batch = {
             "x": _gather_rows(self.series, input_rows),
             "y": _gather_rows(self.series, target_rows),
             "x_mark": _gather_rows(self.marks, input_rows),
             "y_mark": _gather_rows(self.marks, target_rows),
         }
+        if self.past is not None:
+            batch["past_covariates"] = _gather_rows(self.past, input_rows)
+        if self.future is not None:
+            batch["future_covariates"] = _gather_rows(self.future, torch.cat([input_rows, target_rows], dim=1))
+        return batch
 
     # DataLoader's fetcher calls this with a whole batch of indices when it exists, so a
     # BatchSampler yields one gathered batch instead of B single items to collate.

@@ -95,9 +95,18 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
         self._val_sum = torch.zeros((), dtype=torch.float64)
         self._val_count = torch.zeros((), dtype=torch.float64)
 
-    def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
-        """[B, L, N] (+ marks [B, L, M]) -> [B, H, N], or [B, Q, H, N] for a quantile model."""
-        return self.model(x, x_mark)
+    def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None, covariates=None) -> torch.Tensor:
+        """[B, L, N] (+ marks [B, L, M], covariates) -> [B, H, N], or [B, Q, H, N] for a quantile model."""
+        return self.model(x, x_mark, covariates)
+
+    @staticmethod
+    def _covariates(batch: dict):
+        """The batch's covariates (``past_covariates`` [B, L, P], ``future_covariates`` [B, L + H, F],
+        ``static_covariates`` [B, S]) as a :class:`damcha_ts.models.base.Covariates`, or None."""
+        from damcha_ts.models.base import COVARIATE_KINDS, Covariates
+
+        given = {kind: batch[f"{kind}_covariates"] for kind in COVARIATE_KINDS if f"{kind}_covariates" in batch}
+        return Covariates(**given) if given else None
 
     def _batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
         """(x [B, L, N], x_mark [B, L, M] or None, y [B, H, N], observed [B, H, N] or None), on the
@@ -120,7 +129,7 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
             chosen = torch.randperm(n_variates, device=x.device)[:keep]
             x, y = x[..., chosen], y[..., chosen]
             observed = None if observed is None else observed[..., chosen]
-        pred, true, observed = self._scored(self.model(x, x_mark), y, observed)
+        pred, true, observed = self._scored(self.model(x, x_mark, self._covariates(batch)), y, observed)
         loss = forecast_loss(pred.float(), true, self.quantiles, observed)
         # The epoch mean is synced across DDP ranks once per epoch; the step value stays local.
         self.log("train_loss", loss, on_step=False, on_epoch=True, batch_size=x.shape[0], sync_dist=True)
@@ -133,7 +142,7 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         x, x_mark, y, observed = self._batch(batch)
-        pred, true, observed = self._scored(self.model(x, x_mark), y, observed)
+        pred, true, observed = self._scored(self.model(x, x_mark, self._covariates(batch)), y, observed)
         # Sums and counts (not batch means), so val_loss is the mean over every window.
         total, count = forecast_loss(
             pred.double(), true.double(), self.quantiles, None if observed is None else observed.double(),
