@@ -42,8 +42,10 @@ class Forecaster:
     """A forecasting model with scikit-learn-style ``fit`` / ``predict``.
 
     Args:
-        model: one of ``itransformer_mha``, ``itransformer_damcha``, ``gateformer_mha``,
-            ``gateformer_damcha`` (or a bare family name with explicit attention keys).
+        model: one of ``itransformer_mha``, ``itransformer_damcha`` (the paper's DAMCHA),
+            ``gateformer_mha``, ``gateformer_damcha``, a variant such as ``itransformer_damcha_static``
+            (DAMCHA with the static metric, the best DAMCHA-iTransformer of the leaderboard; see
+            ``damcha_ts.models.registry.VARIANTS``), or a bare family name with explicit attention keys.
         horizon: steps to forecast (H).
         lookback: input length (L).
         freq: pandas frequency of user data when it cannot be inferred (required for NumPy input).
@@ -55,9 +57,18 @@ class Forecaster:
             ``strategy``, ``num_nodes``, ``deterministic``, ``limit_train_batches``,
             ``enable_progress_bar``, ``default_root_dir`` to keep checkpoints and logs: each fit
             writes them into a new ``fit_*`` folder inside it, ...).
+        verbose: False (default): nothing on stdout; a progress bar on stderr when it is a terminal
+            (else one line per epoch there, as ``damcha-ts fit``), no Lightning device lines, model
+            summary or logging-interval warning. True: those too, and fit's parameter and window counts.
+        nonnegative: keep every forecast (point, quantiles, intervals) at or above 0, for counts,
+            sales and other quantities that cannot be negative; saved with the model.
         **model_hyperparameters: model config keys (``d_model``, ``e_layers``, ``n_heads``,
             ``dropout``, DAMCHA options...) and other training keys (``patience``,
             ``lr_schedule``, ``weight_decay``, ``variate_fraction``...).
+
+    **Model size.** On user data ``fit`` chooses the size keys not given here from the number of
+    variates and training windows (:func:`damcha_ts.models.sizing.data_sized`; docs/forecasting.md);
+    benchmarks, :meth:`from_config` and :meth:`load` keep their sizes.
 
     Forecasting itself is a :class:`damcha_ts.forecasting.Predictor` (the model with its scaler
     and time marks) shared by ``predict``, ``backtest``, ``plot`` and ``evaluate``.
@@ -67,20 +78,22 @@ class Forecaster:
                  freq: str | None = None, random_state: int = _DEFAULT["seed"], max_epochs: int = _DEFAULT["max_epochs"],
                  batch_size: int = _DEFAULT["batch_size"], learning_rate: float = _DEFAULT["learning_rate"],
                  trainer_kwargs: Mapping[str, Any] | None = None, quantiles: Sequence[float] | None = None,
-                 **model_hyperparameters: Any):
+                 verbose: bool = False, nonnegative: bool = False, **model_hyperparameters: Any):
         self.model_config, self.training = _settings(
             model, horizon, lookback, random_state, max_epochs, batch_size, learning_rate, quantiles,
             **model_hyperparameters,
         )
+        # The model's given keywords: fit sizes the model from the data for the size keys not among them.
+        self._given_model = {"name": model, **split_keywords(model_hyperparameters)[0]}
+        self.verbose = _flag(verbose, "verbose")
+        self.nonnegative = _flag(nonnegative, "nonnegative")
         self.horizon, self.lookback = int(horizon), int(lookback)
         self.freq = freq
         self.random_state = random_state
         self.trainer_kwargs = dict(trainer_kwargs or {})
         # Validated levels (sorted, 0.5 added): the quantile columns of every output follow them.
         self.quantiles = None if self.training.quantiles is None else tuple(self.training.quantiles)
-        # Data settings of a run config (features, target, time marks, split); empty by default.
-        # ``data_config`` is what the last fit used (saved with the model); refits start from
-        # ``_configured_data``.
+        # Data settings: what the last fit used (saved with the model); refits start from _configured_data.
         self.data_config: dict[str, Any] = {}
         self._configured_data: dict[str, Any] = {}
         self.model_: Any = None
@@ -89,6 +102,7 @@ class Forecaster:
         self._series = None
         self._history = None  # (raw values [L, C], timestamps [L]) that predict() continues
         self.run_dir_: Path | None = None  # where fit kept checkpoints and logs (with default_root_dir)
+        self.calibration_: Any = None  # validation conformity scores, for level= intervals
 
     @classmethod
     def from_config(cls, config: str | Path | Mapping, *, horizon: int | None = None, overrides: Sequence[str] = (),
@@ -109,40 +123,25 @@ class Forecaster:
         return forecaster
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, data: Any = None, **data_options: Any) -> Forecaster:
+    def fit(self, data: Any = None, *, refit: bool = False, **data_options: Any) -> Forecaster:
         """Train on ``data`` with early stopping on its validation split; returns ``self``.
 
         ``data``: a benchmark name (protocol split), a CSV path, a wide or long DataFrame or a NumPy
-        array (70/10/20 split unless ``split=`` gives fractions or borders). ``data_options`` go to
+        array (70/10/20 split unless ``split=`` gives fractions or borders, or ``val_size`` /
+        ``test_size`` the tails: rows or fractions, ``test_size=0`` for no test split). ``data_options`` go to
         :func:`damcha_ts.data.prepare` (``id_col``, ``time_col``, ``value_col``, ``freq``, ``start``,
         ``fill``, ``features``, ``target``, ``split``...). Without ``data``, a Forecaster made by
         :meth:`from_config` uses the config's dataset.
-        """
-        from damcha_ts.data import prepare
-        from damcha_ts.training.artifacts import SeriesMeta
 
-        if data is None:
-            if not self._configured_data.get("dataset"):
-                raise ConfigError("fit() needs data: a benchmark name, a CSV path, a DataFrame or a NumPy array")
-            data = self._configured_data["dataset"]
-        options = prepare_options(self._configured_data, self.freq, data, data_options)
-        kind, input_options = describe_input(data, options)
-        series = prepare(data, seq_len=self.lookback, pred_len=self.horizon, **options)
-        result = _train(self, series)
-        self.model_ = result.module.model.cpu().eval()
-        input_options["input_columns"] = input_columns(data, options, series)
-        self.data_config = _data_settings(data, options)
-        self.meta_ = SeriesMeta.from_series(
-            series, data_config=self.data_config, input_kind=kind, input_options=plain_values(input_options)
-        )
-        self._series = series
-        self._history = (series.latest_values, series.latest_timestamps)  # the source's last rows
-        self.fit_result_ = {"best_val_loss": result.best_val_loss, "epochs_run": result.epochs_run,
-                            "best_epoch": result.best_epoch, **result.timing}
-        return self
+        ``refit=True``: once early stopping has found the best epoch count on the validation split,
+        retrain from scratch (same seed) on the train and validation rows for that many epochs,
+        without validation, and keep that model (its scaler fitted on those rows); ``fit_result_``
+        then says ``refit: True`` and ``refit_epochs``. With ``test_size=0`` that is every row.
+        """
+        return _fit(self, data, refit, data_options)
 
     # ------------------------------------------------------------------ forecasting
-    def predict(self, data: Any = None, **data_options: Any):
+    def predict(self, data: Any = None, *, level: Any = None, **data_options: Any):
         """Forecast the ``horizon`` steps after the end of ``data`` (default: the fitted data).
 
         Returns the input's kind: a wide DataFrame indexed by the future timestamps, a long DataFrame
@@ -152,27 +151,52 @@ class Forecaster:
         frame gets one column per variate and level (``OT_q0.1``, ``OT_q0.5``, ...), a long frame one
         per level (``value_q0.1``, ...), and NumPy input gives ``{"point": [H, N], "quantiles":
         [Q, H, N]}`` (levels in the order of ``self.quantiles``). Quantiles never cross.
+
+        ``level=[80, 95]`` (percentages) adds split-conformal intervals calibrated on the validation
+        windows: ``OT-lo-80`` / ``OT-hi-80`` (wide), ``value-lo-80`` (long), ``"lo-80"`` keys (NumPy);
+        see :mod:`damcha_ts.forecasting.intervals` (CQR for a model trained with the level's quantiles).
         """
         from damcha_ts.forecasting import predict
 
-        return predict(self._predictor("predict"), data, **data_options)
+        return predict(self._predictor("predict"), data, level=level, **data_options)
 
     def future_timestamps(self, last: pd.Timestamp) -> pd.DatetimeIndex:
         """The ``horizon`` timestamps after ``last`` at the fitted frequency."""
         return self._predictor("future_timestamps").future_timestamps(last)
 
-    def evaluate(self, data: Any = None, *, split: str = "test", borders: Any = None, **data_options: Any) -> dict:
+    def evaluate(self, data: Any = None, *, split: str = "test", borders: Any = None, level: Any = None,
+                 **data_options: Any) -> dict:
         """MSE/MAE over every window of a split, on the z-scale and the original scale.
 
         ``data`` None: the fitted data (a benchmark keeps its protocol split). Otherwise a benchmark
         name, CSV path, frame or array is prepared as in ``fit`` (its scaler is fitted on its own
         train rows, as the protocol does); ``borders`` are its split (fractions or row borders).
-        ``split`` picks ``"train"``, ``"val"`` or ``"test"``.
-        """
-        predictor = self._predictor("evaluate")
-        return predictor.evaluate(_evaluation_series(self, data, borders, data_options), split, self.training.batch_size)
+        ``split`` picks ``"train"``, ``"val"`` or ``"test"``; a model fitted with ``test_size=0`` has no
+        test split to score on (ConfigError): pass held-out data, or ``split="val"``.
 
-    def backtest(self, data: Any = None, n_windows: int = 5, step: int | None = None, **data_options: Any) -> pd.DataFrame:
+        ``level=[80, 95]`` also scores intervals and quantiles on the raw scale: ``coverage_80``,
+        ``width_80`` and, with ``quantiles``, ``coverage_80_uncalibrated`` (the raw head), ``pinball_loss``
+        and ``wql`` (GluonTS' mean weighted quantile loss).
+        """
+        return _evaluate(self, data, split, borders, level, data_options)
+
+    def calibrate(self, data: Any = None, *, split: str = "val", borders: Any = None, **data_options: Any) -> Forecaster:
+        """Compute the calibration of ``level=`` intervals on the windows of ``split`` of ``data``
+        (default: the fitted data; other data is prepared as in :meth:`evaluate`); returns ``self``.
+
+        ``fit`` already calibrates on its validation split; this gives one to a model saved without
+        (``Forecaster.load(old).calibrate(data).save(new)``) or calibrates on other held-out data.
+        The windows must be ones the model did not train on.
+        """
+        from damcha_ts.forecasting.intervals import calibrate
+
+        predictor = self._predictor("calibrate")
+        series = _evaluation_series(self, data, borders, data_options)
+        self.calibration_ = calibrate(predictor, series, split, batch_size=self.training.batch_size)
+        return self
+
+    def backtest(self, data: Any = None, n_windows: int = 5, step: int | None = None, *, level: Any = None,
+                 **data_options: Any) -> pd.DataFrame:
         """Rolling-origin forecasts without refitting, as a long frame with a ``cutoff`` column.
 
         The last window's forecast ends at the last row of ``data`` (without ``data``: of the training
@@ -180,28 +204,38 @@ class Forecaster:
         (default: ``horizon``) rows apart. Columns: id, time, ``cutoff``, the true value and
         ``forecast`` (names follow the input's long layout; defaults ``id``, ``date``, ``value``).
         With ``quantiles``, ``forecast`` is the median and ``forecast_q0.1``, ... hold the levels.
+        ``level=[80, 95]`` adds the calibrated intervals ``forecast-lo-80``, ``forecast-hi-80``, ...
+        (see :meth:`predict`).
         """
-        from damcha_ts.forecasting.backtest import backtest, window_step
+        return _backtest(self, data, n_windows, step, level, data_options)
 
-        predictor = self._predictor("backtest")
-        step = window_step(n_windows, step, self.horizon)
-        values, stamps, input_options = _backtest_rows(self, data, data_options)
-        return backtest(predictor, values, stamps, n_windows=n_windows, step=step, input_options=input_options)
+    def cross_validation(self, data: Any = None, n_windows: int = 3, step: int | None = None,
+                         refit: bool | int = False, level: Sequence[float] | None = None,
+                         **data_options: Any) -> pd.DataFrame:
+        """Rolling-origin forecasts in neuralforecast's ``cross_validation`` shape, optionally retraining.
+
+        A long frame with one row per forecast timestamp, variate and cutoff: id, time, ``cutoff``,
+        the true value and ``forecast`` (the columns of :meth:`backtest`; cutoffs as there: the last
+        window ends at the last row of ``data``, or of the training series, ``step`` rows apart).
+
+        ``refit=False`` is :meth:`backtest` (the fitted model may have seen rows after early cutoffs).
+        ``refit=True`` trains a model per window on the rows up to its cutoff as ``fit`` does (same
+        config and seed, a ``val_size`` validation tail, else 10 %); ``refit=k`` every k-th window.
+        ``attrs["refits"]`` lists each training. ``level=`` adds :meth:`backtest`'s interval columns,
+        calibrated on each window model's validation tail (not after ``fit(refit=True)``).
+        """
+        return _cross_validation(self, data, n_windows, step, refit, level, data_options)
 
     def plot(self, data: Any = None, *, truth: Any = None, variates: Sequence[str] | None = None,
-             history_steps: int | None = None, path: str | Path | None = None, ax=None, **data_options: Any):
+             history_steps: int | None = None, path: str | Path | None = None, ax=None, level: Any = None,
+             **data_options: Any):
         """Plot history, forecast and (when given) the truth of one or more variates.
 
         ``truth``: a wide DataFrame indexed by the forecast timestamps, or an array ``[H, N]``.
+        ``level=[80, 95]`` shades the calibrated intervals (see :meth:`predict`).
         Saves to ``path`` when given. Needs matplotlib (``pip install damcha-ts[plot]``).
         """
-        from damcha_ts.forecasting.predict import stored_history
-        from damcha_ts.plotting import plot_prediction
-
-        predictor = self._predictor("plot")
-        values, stamps = stored_history(predictor) if data is None else history_from(self.meta_, data, data_options)[2:]
-        return plot_prediction(predictor, values, stamps, truth=truth, variates=variates, history_steps=history_steps,
-                               path=path, ax=ax, title=self.model_config["name"])
+        return _plot(self, data, truth, variates, history_steps, path, ax, level, data_options)
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:
@@ -210,8 +244,10 @@ class Forecaster:
 
         self._check_fitted("save")
         values, stamps = self._history if self._history is not None else (None, None)
+        calibration = None if self.calibration_ is None else self.calibration_.to_saved()
         return save_model_dir(directory, self.model_, self.meta_, training=dataclasses.asdict(self.training),
-                              history_values=values, history_timestamps=stamps, metrics=self.fit_result_)
+                              history_values=values, history_timestamps=stamps, metrics=self.fit_result_,
+                              calibration=calibration)
 
     @classmethod
     def load(cls, directory: str | Path, map_location: str = "cpu") -> Forecaster:
@@ -221,19 +257,7 @@ class Forecaster:
         Weights load with ``weights_only=True``; a modified weights file or one that does not fit
         the saved config is refused (ChecksumError / ConfigError).
         """
-        from damcha_ts.training.artifacts import load_model_dir, model_directory
-
-        loaded = load_model_dir(model_directory(directory), map_location=map_location)
-        model, meta = loaded.model, loaded.meta  # a quantile model comes back wrapped, its horizon checked
-        model_config = {k: v for k, v in model.config.__dict__.items() if k not in ("seq_len", "pred_len")}
-        forecaster = cls(model.name, horizon=meta.pred_len, lookback=meta.seq_len, freq=meta.freq, **model_config,
-                         **_keywords(loaded.training))
-        forecaster.model_, forecaster.meta_, forecaster.fit_result_ = model, meta, loaded.metrics
-        forecaster.data_config = dict(meta.data_config or {})
-        forecaster._configured_data = dict(forecaster.data_config)  # a refit keeps the saved setting
-        if loaded.history_values is not None:
-            forecaster._history = (loaded.history_values, loaded.history_timestamps)
-        return forecaster
+        return _load(cls, directory, map_location)
 
     @property
     def device(self):
@@ -259,7 +283,7 @@ class Forecaster:
         from damcha_ts.forecasting import Predictor
 
         self._check_fitted(action)
-        return Predictor(self.model_, self.meta_, self.quantiles, history=self._history)
+        return Predictor(self.model_, self.meta_, self.quantiles, history=self._history, calibration=self.calibration_)
 
     def __repr__(self) -> str:
         state = "fitted" if self.model_ is not None else "not fitted"
@@ -267,6 +291,122 @@ class Forecaster:
 
 
 # ---------------------------------------------------------------------- constructor settings
+# ---------------------------------------------------------------------- the facade's work
+def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[str, Any]) -> Forecaster:
+    """Forecaster.fit (see there)."""
+    from damcha_ts.data import prepare
+    from damcha_ts.training.artifacts import SeriesMeta
+
+    if data is None:
+        if not forecaster._configured_data.get("dataset"):
+            raise ConfigError("fit() needs data: a benchmark name, a CSV path, a DataFrame or a NumPy array")
+        data = forecaster._configured_data["dataset"]
+    options = prepare_options(forecaster._configured_data, forecaster.freq, data, data_options)
+    kind, input_options = describe_input(data, options)
+    series = prepare(data, seq_len=forecaster.lookback, pred_len=forecaster.horizon, **options)
+    forecaster.model_config = _sized_model_config(forecaster, series)  # user data: the size keys not given follow it
+    windows = {split: series.window_count(split) for split in ("train", "val", "test")}
+    series, result, facts = _fit_model(forecaster, series, refit=refit)
+    forecaster.model_ = result.module.model.cpu().eval()
+    input_options["input_columns"] = input_columns(data, options, series)
+    forecaster.data_config = _data_settings(data, options)
+    forecaster.meta_ = SeriesMeta.from_series(
+        series, data_config=forecaster.data_config, input_kind=kind, input_options=plain_values(input_options)
+    )
+    forecaster.meta_.nonnegative = forecaster.nonnegative
+    forecaster._series = series
+    forecaster._history = (series.latest_values, series.latest_timestamps)  # the source's last rows
+    forecaster.fit_result_ = facts
+    forecaster.fit_result_.update(_size_report(forecaster, windows))
+    forecaster.calibration_ = None
+    forecaster.calibration_ = _fit_calibration(forecaster, series)
+    return forecaster
+
+
+def _cross_validation(forecaster: Forecaster, data: Any, n_windows: int, step: int | None, refit: bool | int,
+                      level: Sequence[float] | None, data_options: Mapping[str, Any]) -> pd.DataFrame:
+    """Forecaster.cross_validation (see there)."""
+    from damcha_ts.forecasting.cross_validation import cross_validation, refit_every
+    from damcha_ts.forecasting.intervals import check_levels, require_calibration
+
+    predictor = forecaster._predictor("cross_validation")
+    every, levels = refit_every(refit), check_levels(level)  # checked before any data is read
+    if not every:
+        require_calibration(predictor, levels)
+    elif levels and forecaster.fit_result_.get("refit"):
+        raise ConfigError(
+            "cross_validation(refit=..., level=...): this Forecaster was fitted with refit=True, so each window's "
+            "model would train on the validation tail its intervals are calibrated on; fit without refit=True "
+            "for intervals, or drop level="
+        )
+    values, stamps, input_options = _backtest_rows(forecaster, data, data_options)
+    return cross_validation(predictor, values, stamps, n_windows=n_windows, step=step, refit=refit,
+                            train=lambda v, t: _window_predictor(forecaster, v, t, calibrated=bool(levels)),
+                            input_options=input_options, level=level)
+
+
+def _load(cls: type[Forecaster], directory: str | Path, map_location: str) -> Forecaster:
+    """Forecaster.load (see there)."""
+    from damcha_ts.training.artifacts import load_model_dir, model_directory
+
+    loaded = load_model_dir(model_directory(directory), map_location=map_location)
+    model, meta = loaded.model, loaded.meta  # a quantile model comes back wrapped, its horizon checked
+    model_config = {k: v for k, v in model.config.__dict__.items() if k not in ("seq_len", "pred_len")}
+    forecaster = cls(model.name, horizon=meta.pred_len, lookback=meta.seq_len, freq=meta.freq, **model_config,
+                     **_keywords(loaded.training))
+    forecaster.model_, forecaster.meta_, forecaster.fit_result_ = model, meta, loaded.metrics
+    forecaster.nonnegative = bool(meta.nonnegative)
+    forecaster.data_config = dict(meta.data_config or {})
+    forecaster._configured_data = dict(forecaster.data_config)  # a refit keeps the saved setting
+    if loaded.history_values is not None:
+        forecaster._history = (loaded.history_values, loaded.history_timestamps)
+    if loaded.calibration is not None:
+        from damcha_ts.forecasting.intervals import Calibration
+
+        forecaster.calibration_ = Calibration.from_saved(loaded.calibration)
+    return forecaster
+
+
+def _evaluate(forecaster: Forecaster, data: Any, split: str, borders: Any, level: Any,
+              data_options: Mapping[str, Any]) -> dict:
+    """Forecaster.evaluate (see there)."""
+    from damcha_ts.forecasting.intervals import check_levels, require_calibration
+
+    predictor = forecaster._predictor("evaluate")
+    require_calibration(predictor, check_levels(level))  # before the data is read
+    series = _evaluation_series(forecaster, data, borders, data_options)
+    _check_scorable(forecaster, series, split, fitted=data is None and borders is None and not data_options)
+    return predictor.evaluate(series, split, forecaster.training.batch_size, level=level)
+
+
+def _backtest(forecaster: Forecaster, data: Any, n_windows: int, step: int | None, level: Any,
+              data_options: Mapping[str, Any]) -> pd.DataFrame:
+    """Forecaster.backtest (see there)."""
+    from damcha_ts.forecasting.backtest import backtest, window_step
+    from damcha_ts.forecasting.intervals import check_levels, require_calibration
+
+    predictor = forecaster._predictor("backtest")
+    step = window_step(n_windows, step, forecaster.horizon)
+    require_calibration(predictor, check_levels(level))
+    values, stamps, input_options = _backtest_rows(forecaster, data, data_options)
+    return backtest(predictor, values, stamps, n_windows=n_windows, step=step, input_options=input_options,
+                    level=level)
+
+
+def _plot(forecaster: Forecaster, data: Any, truth: Any, variates: Sequence[str] | None, history_steps: int | None,
+          path: str | Path | None, ax, level: Any, data_options: Mapping[str, Any]):
+    """Forecaster.plot (see there)."""
+    from damcha_ts.forecasting.intervals import check_levels, require_calibration
+    from damcha_ts.forecasting.predict import stored_history
+    from damcha_ts.plotting import plot_prediction
+
+    predictor = forecaster._predictor("plot")
+    require_calibration(predictor, check_levels(level))
+    values, stamps = stored_history(predictor) if data is None else history_from(forecaster.meta_, data, data_options)[2:]
+    return plot_prediction(predictor, values, stamps, truth=truth, variates=variates, history_steps=history_steps,
+                           path=path, ax=ax, title=forecaster.model_config["name"], level=level)
+
+
 def _settings(
     model: str,
     horizon: int,
@@ -320,14 +460,122 @@ def _model_config(model: str, lookback: int, horizon: int, options: Mapping[str,
     return resolve_model_config({"name": model, **options, "seq_len": lookback, "pred_len": horizon})
 
 
-# ---------------------------------------------------------------------- fit and evaluate data
-def _train(forecaster: Forecaster, series):
-    """``fit_series`` with the forecaster's settings; checkpoints and logs go to a new ``fit_*``
-    folder of ``default_root_dir`` (``run_dir_``) when one is given, else to a scratch folder."""
-    from damcha_ts.training.runner import fit_series
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ConfigError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
+
+def _sized_model_config(forecaster: Forecaster, series) -> dict:
+    """The model config fit builds: on user data, the size keys the constructor was not given
+    chosen from ``series`` (:func:`damcha_ts.models.sizing.size_for_series`); a benchmark keeps
+    the config as it is."""
+    from damcha_ts.models.sizing import SIZE_KEYS, size_for_series
+
+    given = forecaster._given_model
+    if series.dataset is not None or all(key in given for key in SIZE_KEYS):
+        return forecaster.model_config
+    options = {k: v for k, v in given.items() if k != "name"}
+    sized = {**options, **size_for_series(series, options)}
+    return _model_config(given["name"], forecaster.lookback, forecaster.horizon, sized)
+
+
+def _size_report(forecaster: Forecaster, windows: Mapping[str, int]) -> dict:
+    """``fit_result_``'s ``n_params`` and ``windows`` per split (printed on stderr when verbose)."""
+    import sys
+
+    from damcha_ts.models import count_parameters
+
+    report = {"n_params": count_parameters(forecaster.model_), "windows": dict(windows)}
+    if forecaster.verbose:
+        config = forecaster.model_config
+        size = ", ".join(f"{k}={config[k]}" for k in ("d_model", "d_ff", "e_layers", "n_heads"))
+        print(f"{config['name']}: {report['n_params']:,} parameters ({size}); windows: train {windows['train']}, "
+              f"val {windows['val']}, test {windows['test']}", file=sys.stderr)
+    return report
+
+
+# ---------------------------------------------------------------------- fit and evaluate data
+def _fit_model(forecaster: Forecaster, series, *, refit: bool = False):
+    """Train on ``series`` as ``fit`` does: (the series the kept model was trained on, its
+    FitResult, the ``fit_result_`` facts). ``refit``: then retrain on train + validation rows for
+    the best epoch count (see ``Forecaster.fit``)."""
+    from damcha_ts.data.protocol import train_on_train_and_val
+
+    if not isinstance(refit, (bool, np.bool_)):
+        raise ConfigError(f"fit(refit=...) must be True or False, got {refit!r}")
+    result = _train(forecaster, series)
+    facts = {"best_val_loss": result.best_val_loss, "epochs_run": result.epochs_run,
+             "best_epoch": result.best_epoch, **result.timing}
+    last_row = series.borders["val"][1]  # validation looked at rows up to here
+    if refit:
+        epochs = result.best_epoch + 1
+        series = train_on_train_and_val(series)
+        result = _train(forecaster, series, max_epochs=epochs, validate=False)
+        facts.update(refit=True, refit_epochs=epochs,
+                     refit_seconds_per_epoch=result.timing.get("seconds_per_epoch"))
+    border1, border2 = series.borders["train"]
+    facts.update(train_rows=border2 - border1, last_fit_timestamp=str(series.timestamps[max(last_row, border2) - 1]))
+    return series, result, facts
+
+
+def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd.DatetimeIndex, *,
+                      calibrated: bool = False):
+    """(a Predictor trained as ``fit`` trains, on exactly these raw rows [T, C] in model column order,
+    its ``fit_result_`` facts): the model of one ``cross_validation(refit=...)`` window;
+    ``calibrated``: with its calibration on its validation tail (for ``level=``)."""
+    from damcha_ts.data import prepare
+    from damcha_ts.forecasting import Predictor
+    from damcha_ts.forecasting.intervals import calibrate
+    from damcha_ts.training.artifacts import SeriesMeta
+
+    meta = forecaster.meta_
+    saved = meta.data_config or {}
+    frame = pd.DataFrame(values, index=pd.DatetimeIndex(timestamps), columns=list(meta.columns))
+    options = {key: saved[key] for key in ("val_size", *ReadOptions.ALWAYS) if saved.get(key) is not None}
+    # The model's column order is prepare's (the target last), so the last column keeps it there.
+    series = prepare(frame, seq_len=forecaster.lookback, pred_len=forecaster.horizon, features=meta.features,
+                     target=str(meta.columns[-1]), time_features_freq=meta.time_features_freq or meta.freq,
+                     freq=meta.freq, test_size=0, **options)
+    series, result, facts = _fit_model(forecaster, series, refit=bool(forecaster.fit_result_.get("refit", False)))
+    window_meta = SeriesMeta.from_series(series, data_config=meta.data_config, input_kind=meta.input_kind,
+                                         input_options=meta.input_options)
+    window_meta.nonnegative = meta.nonnegative  # its forecasts are clipped as the fitted model's
+    predictor = Predictor(result.module.model.cpu().eval(), window_meta, forecaster.quantiles)
+    if calibrated:
+        predictor.calibration = calibrate(predictor, series, "val", batch_size=forecaster.training.batch_size)
+    return predictor, facts
+
+
+def _check_scorable(forecaster: Forecaster, series, split: str, *, fitted: bool) -> None:
+    """ConfigError when ``split`` of ``series`` has no window (``test_size=0``), saying how to score."""
+    if split != "test" or series.window_count(split) > 0:
+        return
+    if fitted:
+        trained_on_val = " (which it also trained on, since fit had refit=True)" if forecaster.fit_result_.get("refit") else ""
+        raise ConfigError(
+            "evaluate(): this model was fitted without a test split (test_size=0), so there is nothing held out "
+            "to score: pass held-out data, evaluate(data, ...), or score the validation tail with "
+            f"evaluate(split='val'){trained_on_val}"
+        )
+    raise ConfigError("evaluate(): this data has no test split (test_size=0): pass test_size > 0 or split='val'")
+
+
+def _train(forecaster: Forecaster, series, *, max_epochs: int | None = None, validate: bool = True):
+    """``fit_series`` with the forecaster's settings; checkpoints and logs go to a new ``fit_*``
+    folder of ``default_root_dir`` (``run_dir_``) when one is given, else to a scratch folder.
+    ``max_epochs`` / ``validate=False``: a fixed number of epochs without validation (a refit)."""
+    import contextlib
+    import sys
+
+    from damcha_ts.training.runner import fit_series, quiet_lightning
+
+    training = forecaster.training if max_epochs is None else dataclasses.replace(forecaster.training, max_epochs=max_epochs)
     trainer_kwargs = dict(forecaster.trainer_kwargs)
-    progress = bool(trainer_kwargs.pop("enable_progress_bar", True))
+    # As damcha-ts fit: a bar on stderr when it is a terminal, else a line per epoch there (verbose: a bar
+    # always, with the model summary and Lightning's messages).
+    progress = bool(trainer_kwargs.pop("enable_progress_bar", forecaster.verbose or sys.stderr.isatty()))
+    trainer_kwargs.setdefault("enable_model_summary", forecaster.verbose)
     root = trainer_kwargs.pop("default_root_dir", None)
     with tempfile.TemporaryDirectory(prefix="damcha_ts_fit_") as scratch:
         if root is not None:
@@ -336,8 +584,20 @@ def _train(forecaster: Forecaster, series):
             Path(root).mkdir(parents=True, exist_ok=True)
             forecaster.run_dir_ = Path(tempfile.mkdtemp(prefix="fit_", dir=root))
         out_dir = forecaster.run_dir_ if root is not None else Path(scratch)
-        return fit_series(series, forecaster.model_config, forecaster.training, out_dir,
-                          trainer_kwargs=trainer_kwargs, progress=progress)
+        with contextlib.nullcontext() if forecaster.verbose else quiet_lightning():
+            return fit_series(series, forecaster.model_config, training, out_dir,
+                              trainer_kwargs=trainer_kwargs, progress=progress, validate=validate)
+
+
+def _fit_calibration(forecaster: Forecaster, series):
+    """The calibration of a fitted model on the validation windows of ``series``
+    (forecasting/intervals.py), or None when it has none it did not train on (no validation
+    window, or ``refit=True``, which trained on them: ``calibrate(data)`` on held-out data then)."""
+    from damcha_ts.forecasting.intervals import calibrate
+
+    if forecaster.fit_result_.get("refit") or series.window_count("val") < 1:
+        return None
+    return calibrate(forecaster._predictor("fit"), series, "val", batch_size=forecaster.training.batch_size)
 
 
 def _data_settings(data: Any, options: Mapping[str, Any]) -> dict:
@@ -360,8 +620,12 @@ def _evaluation_series(forecaster: Forecaster, data: Any, borders: Any, data_opt
     if data is None:
         data = forecaster.data_config.get("dataset")
         if data is None:
-            raise ConfigError("evaluate() needs data: this model was fitted on in-memory data "
-                              "(pass the data; command line: damcha-ts evaluate --dataset FILE)")
+            raise ConfigError(
+                "evaluate() needs data: this model was fitted on in-memory data, which is not saved with it; "
+                "pass it: evaluate(frame), evaluate(array) or evaluate('file.csv')",
+                cli="this model was fitted on in-memory data, which is not saved with it: "
+                    "give the data, damcha-ts evaluate --model DIR --dataset FILE",
+            )
     options = {**saved_read_options(forecaster.meta_, data),
                **prepare_options(forecaster._configured_data, forecaster.freq, data, data_options)}
     if borders is not None:

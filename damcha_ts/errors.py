@@ -4,7 +4,19 @@ from __future__ import annotations
 
 
 class DamchaError(Exception):
-    """Base class of the errors damcha_ts raises for bad input or missing resources."""
+    """Base class of the errors damcha_ts raises for bad input or missing resources.
+
+    ``cli``: the message as the command line says it (its flags where the message names Python
+    keywords or calls), shown by ``damcha-ts``; None when the message is the same for both.
+    """
+
+    def __init__(self, *args, cli: str | None = None):
+        super().__init__(*args)
+        self.cli = cli
+
+    def cli_message(self) -> str:
+        """What ``damcha-ts`` prints: the command-line wording when there is one."""
+        return self.cli or str(self)
 
 
 class DataError(DamchaError, ValueError):
@@ -21,8 +33,8 @@ class ChecksumError(DamchaError, ValueError):
     ``rejected``: when a search found several such files, one error for each (each with its digests).
     """
 
-    def __init__(self, message: str, rejected: tuple[ChecksumError, ...] = ()):
-        super().__init__(message)
+    def __init__(self, message: str, rejected: tuple[ChecksumError, ...] = (), *, cli: str | None = None):
+        super().__init__(message, cli=cli)
         self.rejected = tuple(rejected)
 
 

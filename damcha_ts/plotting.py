@@ -26,6 +26,7 @@ def plot_forecast(
     path: str | Path | None = None,
     ax=None,
     title: str | None = None,
+    bands: dict | None = None,
 ):
     """Draw wide frames (DatetimeIndex rows, one column per variate) and return the Figure.
 
@@ -37,6 +38,8 @@ def plot_forecast(
             target, being last, is always included).
         path: save the figure there (PNG, PDF, SVG... by extension) and close it.
         ax: draw a single variate into this Axes instead of a new figure.
+        bands: ``{level: (lo, hi)}`` wide frames like ``forecast``: prediction intervals, shaded
+            around the forecast (wider levels lighter).
     """
     try:
         import matplotlib.pyplot as plt
@@ -61,6 +64,9 @@ def plot_forecast(
             axis.plot(history.index, history[name], color="0.35", linewidth=1.0, label="history")
         if truth is not None and name in truth.columns:
             axis.plot(truth.index, truth[name], color="tab:green", linewidth=1.0, label="truth")
+        for rank, (level, (lo, hi)) in enumerate(sorted((bands or {}).items(), reverse=True)):
+            axis.fill_between(forecast.index, lo[name].to_numpy(), hi[name].to_numpy(), color="tab:blue",
+                              alpha=0.12 + 0.12 * rank, linewidth=0, label=f"{float(level):g}% interval")
         axis.plot(forecast.index, forecast[name], color="tab:blue", linewidth=1.4, label="forecast")
         axis.axvline(forecast.index[0], color="0.6", linestyle=":", linewidth=0.8)
         axis.set_ylabel(str(name))
@@ -87,15 +93,21 @@ def plot_prediction(
     path: str | Path | None = None,
     ax=None,
     title: str | None = None,
+    level: Any = None,
 ):
     """Plot a history ([L, C] raw values, model column order, and timestamps), the
     :class:`~damcha_ts.forecasting.Predictor`'s forecast after it and, when given, the ``truth``
-    (a wide frame indexed by the forecast timestamps, or an array ``[H, C_out]``)."""
-    forecast = predictor.forecast_after(values, timestamps)
+    (a wide frame indexed by the forecast timestamps, or an array ``[H, C_out]``); ``level``
+    (percentages) shades the predictor's calibrated intervals."""
+    from damcha_ts.forecasting.intervals import check_levels, with_intervals
+
+    forecast = with_intervals(predictor, predictor.forecast_after(values, timestamps), check_levels(level))
     history = pd.DataFrame(values, index=timestamps, columns=list(predictor.meta.columns))
     point = pd.DataFrame(forecast.point, index=forecast.timestamps, columns=forecast.columns)
     if truth is not None and not isinstance(truth, pd.DataFrame):
         truth = pd.DataFrame(np.asarray(truth, dtype=np.float64), index=forecast.timestamps, columns=forecast.columns)
     if history_steps is not None:
         history = history.iloc[-history_steps:]
-    return plot_forecast(history, point, truth, variates=variates, path=path, ax=ax, title=title)
+    bands = {a: tuple(pd.DataFrame(b, index=forecast.timestamps, columns=forecast.columns) for b in pair)
+             for a, pair in (forecast.intervals or {}).items()}
+    return plot_forecast(history, point, truth, variates=variates, path=path, ax=ax, title=title, bands=bands)

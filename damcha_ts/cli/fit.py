@@ -9,9 +9,13 @@
 
 ``--config`` is a YAML path or a shipped config name (``configs/<model>/<dataset>.yaml``). Without
 it, ``--data`` with ``--model`` uses the shipped official config when there is one for that
-benchmark, and the model family's protocol defaults otherwise. DIR receives ``config.yaml``,
+benchmark, and the model family's protocol defaults otherwise; for a CSV (not a benchmark) the
+model size keys not given with ``--set model.KEY=...`` then follow the data, as in
+``Forecaster.fit`` (``damcha_ts.models.sizing``). ``--model`` also takes a variant name
+(``itransformer_damcha_static``: its base model's config with the variant's keys). DIR receives ``config.yaml``,
 ``checkpoints/``, ``logs/metrics.csv``, ``metrics.json``, per-step and per-variate breakdowns,
-``model/`` (for ``damcha-ts predict``) and ``forecast.png``. With ``--json`` stdout holds exactly one
+``model/`` (for ``damcha-ts predict``, calibrated on the validation windows for ``--level``) and
+``forecast.png``. With ``--json`` stdout holds exactly one
 JSON object (the test metrics); progress and logs go to stderr.
 """
 
@@ -43,7 +47,8 @@ def register(subparsers) -> None:
     source = parser.add_argument_group("what to train")
     source.add_argument("--config", help="run config: YAML path or shipped name such as itransformer_damcha/etth1")
     source.add_argument("--data", help="benchmark name or CSV path (without --config)")
-    source.add_argument("--model", help="itransformer_mha, itransformer_damcha, gateformer_mha, gateformer_damcha")
+    source.add_argument("--model", help="itransformer_mha, itransformer_damcha, gateformer_mha, gateformer_damcha, "
+                        "or a variant such as itransformer_damcha_static")
     source.add_argument("--horizon", "--pred-len", dest="horizon", type=int,
                         help="forecast horizon H (picks per-horizon config sections)")
     source.add_argument("--lookback", "--seq-len", dest="lookback", type=int,
@@ -64,6 +69,7 @@ def register(subparsers) -> None:
 def resolve_cli_config(args: argparse.Namespace):
     """The :class:`RunConfig` the command line describes (see the module docstring): flags are
     typed settings applied over the config file, ``--set`` text wins over both."""
+    from damcha_ts.data.registry import is_benchmark_name
     from damcha_ts.errors import ConfigError
     from damcha_ts.training import RunConfig
 
@@ -77,6 +83,24 @@ def resolve_cli_config(args: argparse.Namespace):
         source = default_config(args.data, args.model)
     else:
         raise ConfigError("give --config CONFIG, or --data DATASET_OR_CSV with --model NAME")
+    run = RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides)
+    if args.config or (is_benchmark_name(args.data) and not Path(args.data).is_file()):
+        return run  # a config file, or a benchmark: the sizes of its config
+    return _data_sized(run, source, args, updates)
+
+
+def _data_sized(run, source, args: argparse.Namespace, updates: dict):
+    """``--data FILE --model NAME``: the model size keys not given by ``--set`` follow the data, as
+    in ``Forecaster.fit`` (:func:`damcha_ts.models.sizing.data_sized`)."""
+    from damcha_ts.models.sizing import SIZE_KEYS, size_for_series
+    from damcha_ts.training import RunConfig
+    from damcha_ts.training.config_files import parse_override
+
+    given = {key: value for (section, key), value in map(parse_override, args.overrides) if section == "model"}
+    if all(key in given for key in SIZE_KEYS):
+        return run
+    sized = size_for_series(run.data.prepare(), given)
+    updates = {**updates, "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sized.items()}}
     return RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides)
 
 
@@ -84,15 +108,17 @@ def default_config(data: str, model: str) -> dict:
     """The official config of a benchmark when shipped, else the family's protocol defaults."""
     from damcha_ts.data.registry import get_spec, is_benchmark_name
     from damcha_ts.errors import ConfigError
-    from damcha_ts.models import MODEL_NAMES
+    from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES, known_model_name, resolve_variant
     from damcha_ts.training.config import CONFIG_ROOT, official_config_name
 
-    if model not in MODEL_NAMES:
-        raise ConfigError(f"--model {model!r} is not one of {', '.join(MODEL_NAMES)}")
+    if not known_model_name(model):
+        raise ConfigError(f"--model {model!r} is not one of {', '.join(MODEL_NAMES + VARIANT_NAMES)}")
+    base = resolve_variant(model)[0]  # a variant: its base model's official config, then its presets
     if is_benchmark_name(data) and not Path(data).is_file():
-        official = official_config_name(model, get_spec(data).name)
+        official = official_config_name(base, get_spec(data).name)
         if official is not None:
-            return {"extends": str(CONFIG_ROOT / f"{official}.yaml")}
+            variant = {"model": {"name": model}} if model != base else {}
+            return {"extends": str(CONFIG_ROOT / f"{official}.yaml"), **variant}
     family = model.partition("_")[0]
     config = {
         "extends": str(CONFIG_ROOT / "_base" / f"{family}.yaml"),
@@ -121,6 +147,21 @@ def write_forecast_plot(out_dir: Path, run) -> Path:
     path = out_dir / "forecast.png"
     forecaster.plot(history, truth=truth, path=path, allow_irregular=True)
     return path
+
+
+def calibrate_saved_model(out_dir: Path, run) -> None:
+    """Add the calibration of ``level=`` intervals (the validation windows of ``run``, a RunConfig)
+    to ``out_dir/model`` (forecasting/intervals.py; the runner, in the training layer, saves without)."""
+    from damcha_ts.forecasting import Predictor
+    from damcha_ts.forecasting.intervals import calibrate
+    from damcha_ts.training.artifacts import add_calibration, model_directory
+
+    series = run.data.prepare()
+    if series.window_count("val") < 1:
+        return
+    directory = model_directory(out_dir)
+    calibration = calibrate(Predictor.load(directory), series, "val", batch_size=run.training.batch_size)
+    add_calibration(directory, calibration.to_saved())
 
 
 # What a started run leaves in its folder (a config.yaml alone is a run that never started).
@@ -159,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
     if rank_zero_only.rank != 0:
         # Under DDP every rank returns here; rank 0 wrote model/ and speaks for the run (one JSON object).
         return 0
+    calibrate_saved_model(out_dir, config)
     if not args.no_plot:
         result["plot"] = str(write_forecast_plot(out_dir, config))
     if args.json:

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         from damcha_ts.errors import DamchaError
 
         if isinstance(exc, DamchaError):
-            print(f"damcha-ts: error: {exc}", file=sys.stderr)
+            print(f"damcha-ts: error: {exc.cli_message()}", file=sys.stderr)
             return 2
         raise
 

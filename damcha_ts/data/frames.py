@@ -333,10 +333,11 @@ def decide_layout(
     if extra:
         how = "looks like" if layout == "auto" else "is read as"
         wide_hint = ", or layout='wide' to read every column as a variate" if layout == "auto" else ""
+        said = f"{label}: {how} a long file ({id_col}, {time_col}, {value_col}) but also has column(s) {extra}, "
         raise DataError(
-            f"{label}: {how} a long file ({id_col}, {time_col}, {value_col}) but also has column(s) {extra}, "
-            f"which a long file cannot hold; pass ignore={extra} (command line: --ignore {','.join(extra)}) "
-            f"to leave them out{wide_hint}"
+            f"{said}which a long file cannot hold; pass ignore={extra} to leave them out{wide_hint}",
+            cli=f"{said}which a long file cannot hold; pass ignore={extra} (command line: --ignore {','.join(extra)}) "
+                f"to leave them out{wide_hint}",
         )
     return Layout("long", time_col, ignored, kept, id_col, value_col)
 
@@ -410,10 +411,10 @@ def _find_time_column(columns, time_col: str | None, label: str) -> str:
     for column in columns:
         if column.lower() in TIME_COLUMN_NAMES:
             return column
-    raise DataError(
-        f"{label}: no time column: expected a DatetimeIndex or a column named one of "
-        f"{TIME_COLUMN_NAMES}; columns are {list(columns)}. Pass time_col=... (command line: --time-col) to name it."
-    )
+    said = (f"{label}: no time column: expected a DatetimeIndex or a column named one of {TIME_COLUMN_NAMES}; "
+            f"columns are {list(columns)}.")
+    raise DataError(f"{said} Pass time_col=... to name it.",
+                    cli=f"{said} Pass time_col=... (command line: --time-col) to name it.")
 
 
 def _parse_times(column: pd.Series, name: str, date_format: str | None, place: _Place) -> pd.DatetimeIndex:
@@ -556,7 +557,10 @@ def _finish(
         elif allow_irregular:
             warnings.warn(f"{problem}; kept because allow_irregular=True", DataWarning, stacklevel=4)
         else:
-            raise DataError(f"{problem}. Fix the timestamps, resample, or pass allow_irregular=True (command line: --allow-irregular) to keep the rows as they are")
+            raise DataError(f"{problem}. Fix the timestamps, resample, or pass allow_irregular=True to keep the rows "
+                            "as they are",
+                            cli=f"{problem}. Fix the timestamps, resample, or pass allow_irregular=True (command line: "
+                                "--allow-irregular) to keep the rows as they are")
     if spec is not None:
         freq = spec.freq
     elif freq is None:

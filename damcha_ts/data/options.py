@@ -14,6 +14,7 @@ into a saved config (so configs that never set it hash as before it existed).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_type_hints
@@ -39,6 +40,21 @@ def check_layout(layout: Any) -> None:
 def check_fill(fill: Any) -> None:
     if fill is not None and fill not in FILL_POLICIES:
         raise ConfigError(f"fill must be None or one of {FILL_POLICIES}, got {fill!r}")
+
+
+def check_size(name: str, value: Any, *, where: str = "") -> int | float | None:
+    """``val_size`` / ``test_size`` as given: None, a number of rows (an integer >= 0; ``3.0`` is 3
+    rows) or a fraction of the rows in (0, 1); returned as an int (rows) or a float (fraction)."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value >= 0:
+        if float(value).is_integer():
+            return int(value)
+        if value < 1:
+            return float(value)
+    raise ConfigError(
+        f"{where}{name} must be a number of rows (an integer >= 0) or a fraction of the rows in (0, 1), got {value!r}"
+    )
 
 
 def _typed_fields(cls, values: Mapping[str, Any], where: str, *, lists: tuple[str, ...] = ()) -> dict:
@@ -126,6 +142,14 @@ class ProtocolOptions:
     target: str = "OT"
     time_features_freq: str | None = "h"  # None: the data's own frequency
     split: Any = None
+    # The validation and test tails instead of ``split``: an integer is a number of time steps
+    # (rows; for long data, per id), a number in (0, 1) a fraction of the rows. ``test_size=0``
+    # trains on everything but the validation tail. None: the default split's size.
+    val_size: int | float | None = None
+    test_size: int | float | None = None
+
+    #: Written into a run's data section only when given, so that configs without them hash as before.
+    GIVEN_ONLY = ("val_size", "test_size")
 
     def __post_init__(self) -> None:
         for name in ("seq_len", "pred_len"):
@@ -133,14 +157,21 @@ class ProtocolOptions:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"data.{name} must be a positive integer, got {value!r}")
         check_features(self.features)
+        for name in self.GIVEN_ONLY:
+            check_size(name, getattr(self, name), where="data.")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, where: str = "data") -> ProtocolOptions:
         return cls(**_typed_fields(cls, values, where))
 
     def keywords(self) -> dict:
-        """``prepare``'s protocol keywords, every one (defaults included)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """``prepare``'s protocol keywords, every one (defaults included) but ``val_size`` and
+        ``test_size``, which are there only when given."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is not None or f.name not in self.GIVEN_ONLY
+        }
 
 
 READ_KEYS = tuple(f.name for f in dataclasses.fields(ReadOptions))

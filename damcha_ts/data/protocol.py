@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.data.frames import Source, check_freq, frame_info, load_frame
-from damcha_ts.data.options import check_features
+from damcha_ts.data.options import check_features, check_size
 from damcha_ts.data.registry import SPLIT_KINDS, get_spec
 from damcha_ts.errors import ConfigError, DataError
 
@@ -113,9 +113,10 @@ class SeriesData:
     latest_timestamps: pd.DatetimeIndex | None = None
 
     def window_count(self, split: str) -> int:
-        """Number of stride-1 windows in ``split``: rows - seq_len - pred_len + 1 (protocol §1.3)."""
+        """Number of stride-1 windows in ``split``: rows - seq_len - pred_len + 1 (protocol §1.3);
+        0 for the empty test split of ``test_size=0``."""
         border1, border2 = self.borders[_check_split(split)]
-        return border2 - border1 - self.seq_len - self.pred_len + 1
+        return max(border2 - border1 - self.seq_len - self.pred_len + 1, 0)
 
     def windows(self, split: str) -> WindowDataset:
         """The torch ``WindowDataset`` of ``split`` (imports torch)."""
@@ -179,6 +180,71 @@ def split_borders(kind_or_spec, n_rows: int, seq_len: int) -> Borders:
     }
 
 
+def default_tails(kind: str, n_rows: int) -> tuple[int, int]:
+    """(validation rows, test rows) of a split kind's default tails: 4 months each for ETT, else
+    TSLib's custom 70/10/20 of ``n_rows`` (test rounded down, validation the rest)."""
+    if kind in ("ett_hour", "ett_minute"):
+        month = _ETT_MONTH_HOURS * (4 if kind == "ett_minute" else 1)
+        return 4 * month, 4 * month
+    n_train, n_test = int(n_rows * CUSTOM_FRACTIONS[0]), int(n_rows * CUSTOM_FRACTIONS[2])
+    return n_rows - n_train - n_test, n_test
+
+
+def _tail_rows(name: str, size, n_rows: int) -> int:
+    size = check_size(name, size)
+    return size if isinstance(size, int) else int(n_rows * size)
+
+
+def size_borders(
+    n_rows: int, seq_len: int, pred_len: int, *, val_size=None, test_size=None, default: str = "custom"
+) -> Borders:
+    """Borders from the sizes of the validation and test tails (``val_size`` / ``test_size``: rows,
+    or fractions of ``n_rows`` rounded down); the train split is every row before them, and a size
+    left None is that of the ``default`` split kind (:func:`default_tails`). Every row is used (for
+    ETT too). ``test_size=0`` leaves the test split empty, ``(n_rows, n_rows)``; val and test start
+    ``seq_len`` rows before their boundary, as in :func:`split_borders`. ConfigError naming the
+    argument when a split would hold no window."""
+    default_val, default_test = default_tails(default, n_rows)
+    n_val = default_val if val_size is None else _tail_rows("val_size", val_size, n_rows)
+    n_test = default_test if test_size is None else _tail_rows("test_size", test_size, n_rows)
+    given = ", ".join(f"{k}={v!r}" for k, v in (("val_size", val_size), ("test_size", test_size)) if v is not None)
+    if n_val < pred_len:
+        raise ConfigError(
+            f"val_size={val_size!r} gives {n_val} validation rows; early stopping needs at least one window, "
+            f"pred_len = {pred_len} rows after the lookback (the data has {n_rows} rows)"
+        )
+    if 0 < n_test < pred_len:
+        raise ConfigError(
+            f"test_size={test_size!r} gives {n_test} test rows; one test window needs pred_len = {pred_len} "
+            "rows after the lookback (or test_size=0 for no test split)"
+        )
+    n_train = n_rows - n_val - n_test
+    if n_train < seq_len + pred_len:
+        raise ConfigError(
+            f"{given}: {n_val} validation and {n_test} test rows leave {n_train} of the {n_rows} rows for training; "
+            f"one training window needs seq_len + pred_len = {seq_len + pred_len}. Use smaller val_size/test_size, "
+            "shorter windows or more data"
+        )
+    boundary = n_train + n_val
+    return {
+        "train": (0, n_train),
+        "val": (n_train - seq_len, boundary),
+        "test": (boundary - seq_len, n_rows) if n_test else (n_rows, n_rows),
+    }
+
+
+def train_on_train_and_val(series: SeriesData) -> SeriesData:
+    """``series`` with its train split extended over the validation rows, and the scaler refitted
+    on them: what ``Forecaster.fit(..., refit=True)`` retrains on (the test split is unchanged)."""
+    import dataclasses
+
+    border1, _ = series.borders["train"]
+    borders = {**series.borders, "train": (border1, series.borders["val"][1])}
+    scaler = StandardScaler.fit(series.values[borders["train"][0] : borders["train"][1]])
+    return dataclasses.replace(series, borders=borders, scaler=scaler,
+                               scaled=scaler.transform(series.values).astype(np.float32))
+
+
 def time_features(timestamps: pd.DatetimeIndex, freq: str = "h") -> tuple[np.ndarray, list[str]]:
     """timeF marks [T, M] float32 and their names, from GluonTS's time features.
 
@@ -218,6 +284,8 @@ def prepare(
     target: str = "OT",
     time_features_freq: str | None = "h",
     split=None,
+    val_size=None,
+    test_size=None,
     fill: str | None = None,
     allow_irregular: bool = False,
     **load_options,
@@ -228,7 +296,10 @@ def prepare(
     ``layout``...) go to ``load_frame``: ``fill`` opts in to filling NaN/inf values, and
     ``allow_irregular`` keeps duplicate or irregular timestamps of user data. ``split`` is None
     (the benchmark's split kind; 70/10/20 for user data), a split kind, three fractions or
-    explicit borders (see ``split_borders``). ``features``: ``M``
+    explicit borders (see ``split_borders``); or ``val_size`` / ``test_size`` give the validation
+    and test tails instead (rows, or fractions of the rows; ``test_size=0``: no test split, train
+    on everything but the validation tail; see ``size_borders``), over every row of the source
+    (an ETT benchmark included). ``features``: ``M``
     all columns in and out; ``MS`` all in, target out; ``S`` target only. The target column is
     moved last whenever it exists (TSLib's column order); S and MS require it.
     ``time_features_freq`` is ``"h"`` (benchmark convention: 4 marks for every dataset) or None to
@@ -244,9 +315,18 @@ def prepare(
     spec = get_spec(info["dataset"]) if info.get("dataset") else None
     columns = _model_columns(list(frame.columns), features, target, info["name"])
 
-    borders = split_borders(split if split is not None else (spec.split if spec else "custom"), len(frame), seq_len)
+    default_kind = spec.split if spec else "custom"
+    if val_size is None and test_size is None:
+        borders = split_borders(split if split is not None else default_kind, len(frame), seq_len)
+    elif split is not None:
+        raise ConfigError(f"split={split!r} and val_size/test_size both given: choose one way to split the data")
+    else:
+        borders = size_borders(len(frame), seq_len, pred_len, val_size=val_size, test_size=test_size,
+                               default=default_kind)
     minimum = seq_len + pred_len
     for name, (border1, border2) in borders.items():
+        if border1 == border2 and name == "test" and test_size is not None:
+            continue  # test_size=0: no test split
         if border2 - border1 < minimum:
             raise DataError(
                 f"{info['name']}: the {name} split has {border2 - border1} rows (rows {border1}-{border2}); "
@@ -333,6 +413,8 @@ __all__ = [
     "StandardScaler",
     "describe",
     "prepare",
+    "size_borders",
     "split_borders",
     "time_features",
+    "train_on_train_and_val",
 ]

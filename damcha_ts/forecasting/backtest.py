@@ -41,21 +41,28 @@ def backtest(
     n_windows: int = 5,
     step: int | None = None,
     input_options: Mapping[str, Any] | None = None,
+    level: Any = None,
 ) -> pd.DataFrame:
     """Forecasts from ``n_windows`` cutoffs ``step`` rows apart over raw ``values`` [T, C] (model
     column order) and their ``timestamps``, as a long frame.
 
     Columns: id, time, ``cutoff``, the true value and ``forecast`` (names follow the long layout in
     ``input_options``; defaults ``id``, ``date``, ``value``); a quantile model adds
-    ``forecast_q0.1``, ... and its ``forecast`` is the median.
+    ``forecast_q0.1``, ... and its ``forecast`` is the median. ``level=[80, 95]`` adds the
+    predictor's calibrated intervals ``forecast-lo-80``, ``forecast-hi-80``, ...
+    (:mod:`damcha_ts.forecasting.intervals`).
     """
+    from damcha_ts.forecasting.intervals import check_levels, forecast_intervals, interval_columns, require_calibration
     from damcha_ts.probabilistic import quantile_column_name
 
+    interval_levels = check_levels(level)
+    require_calibration(predictor, interval_levels)
     horizon, lookback = predictor.horizon, predictor.lookback
     step = window_step(n_windows, step, horizon)
     positions = cutoffs(len(values), n_windows, step, lookback, horizon)
     histories = np.stack([values[c - lookback + 1 : c + 1] for c in positions])
     forecasts, levels = predictor.forecast(histories, [timestamps[c - lookback + 1 : c + 1] for c in positions])
+    bounds = forecast_intervals(predictor, forecasts, levels, interval_levels) if interval_levels else {}
     columns = predictor.output_columns
     position = {c: i for i, c in enumerate(predictor.meta.columns)}  # a dict: linear in the columns
     truth_columns = [position[c] for c in columns]
@@ -75,5 +82,6 @@ def backtest(
             if levels is not None:
                 for q, level in enumerate(predictor.quantiles):
                     piece[quantile_column_name("forecast", level)] = levels[k, q, :, j]
+            piece.update(interval_columns("forecast", bounds, (k, slice(None), j)))
             pieces.append(pd.DataFrame(piece))
     return pd.concat(pieces, ignore_index=True)

@@ -9,10 +9,15 @@ from damcha_ts.forecasting.history import history_from
 from damcha_ts.forecasting.output import format_forecast
 
 
-def predict(predictor, data: Any = None, **data_options: Any):
+def predict(predictor, data: Any = None, *, level: Any = None, **data_options: Any):
     """Forecast the ``horizon`` steps after the end of ``data`` (default: the predictor's history,
     written in the fit input's kind); ``data_options`` say how to read ``data`` (see
-    :func:`damcha_ts.forecasting.history.load_history`)."""
+    :func:`damcha_ts.forecasting.history.load_history`). ``level`` (percentages, e.g. ``[80, 95]``)
+    adds the calibrated intervals (:mod:`damcha_ts.forecasting.intervals`)."""
+    from damcha_ts.forecasting.intervals import check_levels, require_calibration, with_intervals
+
+    levels = check_levels(level)
+    require_calibration(predictor, levels)
     meta = predictor.meta
     if data is None:
         if data_options:
@@ -24,7 +29,7 @@ def predict(predictor, data: Any = None, **data_options: Any):
         kind, input_options = meta.input_kind, meta.input_options
     else:
         kind, input_options, values, stamps = history_from(meta, data, data_options)
-    forecast = predictor.forecast_after(values, stamps)
+    forecast = with_intervals(predictor, predictor.forecast_after(values, stamps), levels)
     return format_forecast(forecast, kind, input_options, meta.input_options.get("input_columns"))
 
 

@@ -35,6 +35,8 @@ class Forecast:
     timestamps: pd.DatetimeIndex  # [H], the steps after the history's last timestamp
     columns: list[str]  # the C_out column names
     quantiles: tuple[float, ...] | None = None
+    # {level (percent): (lo [H, C_out], hi [H, C_out])}, calibrated (forecasting/intervals.py), or None
+    intervals: dict | None = None
 
 
 class Predictor:
@@ -47,9 +49,11 @@ class Predictor:
             (columns, frequency, features mode, scaler mean/scale, time-mark frequency).
         quantiles: the model's levels (default: those of a ``QuantileForecastModel``).
         history: ``(values [L, C], timestamps [L])`` to continue from by default, or None.
+        calibration: the :class:`~damcha_ts.forecasting.intervals.Calibration` its intervals come
+            from (``level=``), or None.
     """
 
-    def __init__(self, model, meta, quantiles: Sequence[float] | None = None, history=None):
+    def __init__(self, model, meta, quantiles: Sequence[float] | None = None, history=None, calibration=None):
         own = getattr(model, "quantiles", None)
         if quantiles is not None and own is not None and tuple(map(float, quantiles)) != tuple(own):
             raise ConfigError(f"Predictor: quantiles {list(quantiles)} differ from the model's {list(own)}")
@@ -58,6 +62,7 @@ class Predictor:
         self.meta = meta
         self.quantiles = None if levels is None else tuple(float(q) for q in levels)
         self.history = history
+        self.calibration = calibration
 
     @classmethod
     def load(cls, directory: str | Path, map_location: str = "cpu") -> Predictor:
@@ -69,8 +74,12 @@ class Predictor:
     @classmethod
     def from_saved(cls, loaded) -> Predictor:
         """The Predictor of a :class:`~damcha_ts.training.artifacts.LoadedModel`."""
+        from damcha_ts.forecasting.intervals import Calibration
+
         history = None if loaded.history_values is None else (loaded.history_values, loaded.history_timestamps)
-        return cls(loaded.model, loaded.meta, history=history)
+        saved = getattr(loaded, "calibration", None)
+        calibration = None if saved is None else Calibration.from_saved(saved)
+        return cls(loaded.model, loaded.meta, history=history, calibration=calibration)
 
     # ------------------------------------------------------------------ what it forecasts
     @property
@@ -129,6 +138,8 @@ class Predictor:
         scored = scored_slice(meta.features)
         out = out[..., scored] * scale[scored] + mean[scored]
         check_finite_forecast(out, scaled, self.model, self.output_columns)
+        if getattr(meta, "nonnegative", False):
+            out = np.maximum(out, 0.0)  # counts, sales: never below 0 (quantiles stay in order)
         if self.quantiles is None:
             return out, None
         return out[:, median_index(self.quantiles)], out
@@ -144,14 +155,23 @@ class Predictor:
             quantiles=self.quantiles,
         )
 
-    def evaluate(self, series, split: str, batch_size: int) -> dict[str, Any]:
+    def evaluate(self, series, split: str, batch_size: int, level=None) -> dict[str, Any]:
         """MSE/MAE over every window of ``split`` of a prepared series (its own scaler), z-scale and
-        original scale; a quantile model is scored on its median."""
+        original scale; a quantile model is scored on its median.
+
+        With ``level`` (percentages, e.g. ``[80, 95]``) the calibrated intervals and the quantiles are
+        scored too, on the raw scale through this predictor (its saved scaler):
+        ``coverage_80``, ``width_80``, and for a quantile model ``coverage_80_uncalibrated``,
+        ``pinball_loss`` and ``wql`` (see :func:`damcha_ts.forecasting.intervals.interval_scores`)."""
+        from damcha_ts.forecasting.intervals import check_levels, interval_scores, require_calibration
         from damcha_ts.training.evaluation import evaluate_loader, scored_scaler, split_loader, summary
 
+        levels = check_levels(level)
+        require_calibration(self, levels)  # before any forecast
         loader = split_loader(series, split, batch_size=batch_size)
         errors = evaluate_loader(
-            self.model, loader, scaler=scored_scaler(series), device=self.device, target_only=series.target_only
+            self.model, loader, scaler=scored_scaler(series), device=self.device, target_only=series.target_only,
+            nonnegative=bool(getattr(self.meta, "nonnegative", False)),
         )
         scores = summary(errors)
         if not all(np.isfinite(scores[k]) for k in ("mse", "mae")):
@@ -159,6 +179,8 @@ class Predictor:
                 f"the {split} MSE/MAE on {series.name} are not finite (MSE {scores['mse']}, MAE {scores['mae']}): "
                 + non_finite_cause(self.model)
             )
+        if levels:
+            scores.update(interval_scores(self, series, split, levels, batch_size=batch_size))
         return {"dataset": series.name, "split": split, **scores}
 
 

@@ -58,6 +58,7 @@ from damcha_ts.gluonts.transform import (
     RequireMultivariateTarget,
 )
 from damcha_ts.models import MODEL_NAMES, make_config
+from damcha_ts.models.registry import VARIANT_NAMES, known_model_name
 from damcha_ts.probabilistic import validate_quantiles
 
 PAST_TARGET = "past_target"
@@ -72,7 +73,7 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
     Args:
         prediction_length: horizon H.
         context_length: lookback L (the model's ``seq_len``); 96 as in the benchmark protocol.
-        model: one of ``damcha_ts.models.MODEL_NAMES``.
+        model: one of ``damcha_ts.models.MODEL_NAMES``, or a variant of ``VARIANT_NAMES``.
         hyperparameters: further ``build_model`` keys (``d_model``, ``e_layers``, ``n_heads``, ...);
             ``seq_len``/``pred_len`` come from the two lengths above.
         quantiles: quantile levels for a probabilistic forecast (0.5 is always added; the predictor
@@ -106,8 +107,8 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         standardize: bool = True,
     ) -> None:
         super().__init__(trainer_kwargs={**DEFAULT_TRAINER_KWARGS, **(trainer_kwargs or {})})
-        if model not in MODEL_NAMES:
-            raise ConfigError(f"model={model!r} is not one of {list(MODEL_NAMES)}")
+        if not known_model_name(model):
+            raise ConfigError(f"model={model!r} is not one of {list(MODEL_NAMES + VARIANT_NAMES)}")
         for name, value in (
             ("prediction_length", prediction_length),
             ("context_length", context_length),

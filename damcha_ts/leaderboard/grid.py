@@ -12,7 +12,7 @@ Example (every key is listed here; unknown keys are errors)::
     compare_with: []                     # rows of other grids that this grid's rows are drawn
                                          # beside in the report's ablation figures
     models:
-      - name: itransformer_mha           # a damcha_ts.models name; its run config defaults to
+      - name: itransformer_mha           # a damcha_ts.models name (or a variant: VARIANTS); its run config defaults to
         config: configs/{model}/{dataset_lower}.yaml   # this template ({dataset} works too)
       - name: itransformer_damcha        # "model.name=<name>" is applied to the config first
         seeds: [2023]                    # this model's default seeds (instead of the grid's)
@@ -299,7 +299,7 @@ def _project_root(grid_path: Path) -> Path:
 
 def _parse_models(raw_models, path: Path) -> tuple[ModelEntry, ...]:
     """The ``models:`` list: known model names, safe and distinct labels (no naive method's name)."""
-    from damcha_ts.models import MODEL_NAMES
+    from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES, VARIANTS, known_model_name, resolve_variant
 
     if not isinstance(raw_models, list) or not raw_models:
         raise ConfigError(f"{path}: 'models' must be a non-empty list of {{name: ...}} entries")
@@ -309,14 +309,18 @@ def _parse_models(raw_models, path: Path) -> tuple[ModelEntry, ...]:
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: expected a mapping with at least 'name'")
         reject_unknown_keys(entry, MODEL_KEYS, f"models[{index}]", source=str(path))
-        if entry.get("name") not in MODEL_NAMES:
-            raise ConfigError(f"{where}: name {entry.get('name')!r} is not one of {list(MODEL_NAMES)}")
+        if not known_model_name(entry.get("name")):
+            raise ConfigError(f"{where}: name {entry.get('name')!r} is not one of {list(MODEL_NAMES + VARIANT_NAMES)}")
+        # A variant is its base model (whose configs it uses) with its presets as the first overrides:
+        # the same cells, and hashes, as the base name with those overrides written out.
+        base = resolve_variant(entry["name"])[0]
+        presets = VARIANTS[entry["name"]].overrides() if base != entry["name"] else ()
         models.append(
             ModelEntry(
-                name=entry["name"],
+                name=base,
                 label=_safe_name(entry.get("label", entry["name"]), f"{where}.label"),
                 config=_check_template(str(entry.get("config", DEFAULT_MODEL_CONFIG)), f"{where}.config"),
-                overrides=_str_list(entry.get("overrides"), f"{where}.overrides"),
+                overrides=(*presets, *_str_list(entry.get("overrides"), f"{where}.overrides")),
                 seeds=_int_list(entry["seeds"], f"{where}.seeds") if "seeds" in entry else None,
             )
         )
@@ -487,10 +491,10 @@ def _dataset_list(value, where: str, allow_empty: bool = False) -> tuple[str, ..
 
 def _row_name(value, where: str) -> str:
     """A row some grid produces by default: a model name or a naive method."""
-    from damcha_ts.models import MODEL_NAMES
+    from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES
 
-    if value not in (*MODEL_NAMES, *NAIVE_METHODS):
-        raise ConfigError(f"{where} {value!r} is not one of {[*MODEL_NAMES, *NAIVE_METHODS]}")
+    if value not in (*MODEL_NAMES, *VARIANT_NAMES, *NAIVE_METHODS):
+        raise ConfigError(f"{where} {value!r} is not one of {[*MODEL_NAMES, *VARIANT_NAMES, *NAIVE_METHODS]}")
     return value
 
 

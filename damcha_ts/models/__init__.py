@@ -18,10 +18,11 @@ from damcha_ts.models.base import ForecastModel, count_parameters
 from damcha_ts.models.gateformer import Gateformer, GateformerConfig
 from damcha_ts.models.itransformer import ITransformer, ITransformerConfig
 from damcha_ts.models.metric_generator import MetricGenerator, StaticMetric, mean_context
-from damcha_ts.models.registry import MODEL_NAMES, build_model, make_config
+from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES, build_model, make_config
 
 __all__ = [
     "MODEL_NAMES",
+    "VARIANT_NAMES",
     "AttentionConfig",
     "AttentionRecord",
     "DamchaAttention",

@@ -9,6 +9,12 @@ A full name (``itransformer_damcha``) picks the family and sets its attention sw
 for iTransformer, ``variate_attention`` for Gateformer); a bare family name (``itransformer``) leaves
 the switch to the explicit keys. ``asdict(model.config) | {"name": model.name}`` rebuilds the model.
 A new family is one more ``ModelSpec`` in ``FAMILIES``.
+
+A *variant* (``VARIANTS``) is a name for a full name with some keys preset, e.g.
+``itransformer_damcha_static`` = ``itransformer_damcha`` with ``static_metric=True`` (the DAMCHA
+setting the leaderboard recommends). It is accepted wherever a model name is, and resolves to its base
+name plus those keys, so its resolved config and hash are exactly those of the base name with the keys
+set by hand; a key given explicitly must agree with the preset.
 """
 
 from __future__ import annotations
@@ -60,13 +66,54 @@ FAMILIES = {
 MODEL_NAMES = tuple(name for spec in FAMILIES.values() for name in spec.names)
 
 
+@dataclass(frozen=True)
+class ModelVariant:
+    """A named setting of a full model name: ``base`` with the ``presets`` keys set."""
+
+    name: str
+    base: str  # a full name of MODEL_NAMES
+    presets: Mapping[str, Any]
+    summary: str = ""
+
+    def overrides(self) -> tuple[str, ...]:
+        """The presets as ``model.key=value`` run-config overrides (YAML values)."""
+        import json
+
+        return tuple(f"model.{key}={json.dumps(value)}" for key, value in self.presets.items())
+
+
+VARIANTS = {
+    variant.name: variant
+    for variant in (
+        # LEADERBOARD.md ablation row itransformer_damcha_static: Avg MSE below iTransformer-MHA on all
+        # four ETT datasets (configs/leaderboard/ablations.yaml, ablations_ettm.yaml).
+        ModelVariant("itransformer_damcha_static", "itransformer_damcha", {"static_metric": True},
+                     "DAMCHA-iTransformer with the static (input-independent) metric"),
+    )
+}
+VARIANT_NAMES = tuple(VARIANTS)
+
+
+def known_model_name(name: Any) -> bool:
+    """Whether ``name`` is a full model name or a variant name (what ``--model`` and grids accept)."""
+    return name in MODEL_NAMES or name in VARIANTS
+
+
+def resolve_variant(name: Any) -> tuple[Any, dict]:
+    """(the full name, its preset keys): a variant's base and presets; any other name as it is, no presets."""
+    variant = VARIANTS.get(name) if isinstance(name, str) else None
+    return (name, {}) if variant is None else (variant.base, dict(variant.presets))
+
+
 def model_spec(name: Any, *, where: str = "model name") -> ModelSpec:
-    """The family of a full or bare model name; ConfigError naming the valid ones otherwise."""
+    """The family of a full, bare or variant model name; ConfigError naming the valid ones otherwise."""
+    name = resolve_variant(name)[0]
     family = str(name).partition("_")[0]
     if name not in MODEL_NAMES and name not in FAMILIES:
-        close = difflib.get_close_matches(str(name), MODEL_NAMES, n=2)
+        close = difflib.get_close_matches(str(name), MODEL_NAMES + VARIANT_NAMES, n=2)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(f"unknown {where} {name!r}{hint}; valid names: {', '.join(MODEL_NAMES + tuple(FAMILIES))}")
+        valid = ", ".join(MODEL_NAMES + tuple(FAMILIES) + VARIANT_NAMES)
+        raise ConfigError(f"unknown {where} {name!r}{hint}; valid names: {valid}")
     return FAMILIES[family]
 
 
@@ -74,7 +121,8 @@ def make_config(config: Mapping | str, **overrides) -> ITransformerConfig | Gate
     """The validated config dataclass for a name or a ``{"name": ..., **hyperparameters}`` mapping."""
     values = {"name": config} if isinstance(config, str) else dict(config)
     values.update(overrides)
-    name = values.pop("name", None)
+    given = values.pop("name", None)
+    name, presets = resolve_variant(given)
     spec = model_spec(name)
     reject_unknown_keys(values, spec.keys, "")
     kind = str(name).partition("_")[2]
@@ -83,7 +131,12 @@ def make_config(config: Mapping | str, **overrides) -> ITransformerConfig | Gate
         if values.get(switch, kind) != kind:
             raise ConfigError(f"model name {name!r} contradicts {switch}={values[switch]!r}")
         values[switch] = kind
-    return spec.config_class(**values)
+    model_config = spec.config_class(**{**presets, **values})
+    for key, preset in presets.items():  # compared once the config has validated the values
+        if getattr(model_config, key) != preset:
+            raise ConfigError(f"model name {given!r} sets {key}={preset!r}, which contradicts {key}={values[key]!r}; "
+                              f"use {name!r} to choose {key} yourself")
+    return model_config
 
 
 def resolve_model_config(config: Mapping | str, **overrides) -> dict:

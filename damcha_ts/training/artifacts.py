@@ -5,6 +5,7 @@ Layout of a model directory::
     forecaster.json   # format version, model config, training config, data metadata, the digests
     weights.pt        # the model's state_dict (torch.save), loaded with weights_only=True
     history.npz       # the last rows the model saw (raw values + timestamps), for predict()
+    calibration.npz   # optional: conformity scores of validation windows, for level= intervals
 
 ``forecaster.json`` is the manifest of the whole directory (format version 2): it records the sha256
 of ``weights.pt`` and of ``history.npz`` and a digest of its own content (``content_sha256``, over
@@ -12,6 +13,12 @@ the document without that field as ``json.dumps(sort_keys=True)``). Loading vali
 (types, lengths, finite values, scales > 0), then refuses any file whose digest differs from the
 recorded one (modified or swapped after saving), and weights whose keys or shapes do not fit the
 recorded config. Version-1 directories (digest of ``weights.pt`` only) still load, validated.
+
+A calibrated model (``damcha_ts.forecasting.intervals``) also has a ``calibration`` section in
+``forecaster.json`` (``split``, ``windows``, the CQR level ``pairs`` and the ``sha256`` of
+``calibration.npz``, whose ``scores`` are [1 + pairs, windows, pred_len, forecast columns], sorted
+over the windows). The section is optional: directories saved before it load as uncalibrated; a
+``calibration.npz`` that the document does not record is ignored.
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ READABLE_VERSIONS = (1, 2)
 META_FILE = "forecaster.json"
 WEIGHTS_FILE = "weights.pt"
 HISTORY_FILE = "history.npz"
+CALIBRATION_FILE = "calibration.npz"
+CALIBRATION = "calibration"  # the optional section of forecaster.json
 CONTENT_DIGEST = "content_sha256"
 HISTORY_DIGEST = "history_sha256"
 INPUT_KINDS = ("wide", "long", "numpy")
@@ -63,6 +72,9 @@ class SeriesMeta:
     # How the fit input looked ("wide", "long", "numpy") and its long-layout column names.
     input_kind: str = "wide"
     input_options: dict = field(default_factory=dict)
+    # Forecasts (and their quantiles and intervals) are clipped at 0 (Forecaster(nonnegative=True));
+    # directories saved before this field existed load as False.
+    nonnegative: bool = False
 
     @classmethod
     def from_series(cls, series, *, data_config=None, input_kind="wide", input_options=None) -> SeriesMeta:
@@ -103,6 +115,7 @@ def save_model_dir(
     history_values: np.ndarray | None = None,
     history_timestamps=None,
     metrics: Mapping[str, Any] | None = None,
+    calibration: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``model`` (built by build_model), its data metadata and optionally a history tail.
 
@@ -110,7 +123,9 @@ def save_model_dir(
     (``pred_len`` H·Q): either way its point model is written, and the levels are those of
     ``training["quantiles"]``, from which :func:`load_model_dir` wraps it again.
     ``history_values`` [T, C] (raw scale, model column order) and ``history_timestamps`` [T] are
-    the rows ``predict()`` continues from when it is given no data.
+    the rows ``predict()`` continues from when it is given no data. ``calibration``:
+    ``{"split", "windows", "pairs", "scores"}`` (``Calibration.to_saved()`` of
+    ``damcha_ts.forecasting.intervals``), or None for a model without one.
     """
     import dataclasses
 
@@ -133,6 +148,10 @@ def save_model_dir(
         write_atomically(directory / HISTORY_FILE, buffer.getvalue())
     else:
         (directory / HISTORY_FILE).unlink(missing_ok=True)  # not an earlier save's history
+    if calibration is not None:
+        section = _write_calibration(directory, calibration, meta, training.get("quantiles"))
+    else:
+        (directory / CALIBRATION_FILE).unlink(missing_ok=True)  # not an earlier save's calibration
     document = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -143,6 +162,8 @@ def save_model_dir(
         HISTORY_DIGEST: _sha256(directory / HISTORY_FILE) if history_values is not None else None,
         "metrics": dict(metrics or {}),
     }
+    if calibration is not None:
+        document[CALIBRATION] = section
     # As load will read it back (tuples as lists, NumPy floats as floats), so that the digest matches.
     document = json.loads(json.dumps(document))
     document[CONTENT_DIGEST] = content_digest(document)
@@ -207,6 +228,8 @@ class LoadedModel:
     metrics: dict
     history_values: np.ndarray | None
     history_timestamps: Any
+    # {"split", "windows", "pairs", "scores"} of a calibrated model (validated), or None
+    calibration: dict | None = None
 
 
 def load_model_dir(directory: str | Path, map_location: str | torch.device = "cpu") -> LoadedModel:
@@ -240,6 +263,7 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
     model.load_state_dict(state)
     model.eval()
     history_values, history_stamps = _load_history(directory / HISTORY_FILE, document, meta)
+    calibration = _load_calibration(directory / CALIBRATION_FILE, document, meta, quantiles, meta_path)
     if quantiles is not None:
         model = _quantile_model(model, quantiles, meta, directory)
     if isinstance(map_location, (str, torch.device)):  # torch.load also takes a mapping or a function
@@ -251,6 +275,7 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
         metrics=document["metrics"],
         history_values=history_values,
         history_timestamps=history_stamps,
+        calibration=calibration,
     )
 
 
@@ -301,7 +326,7 @@ def _check_document(document: Any, path: Path) -> SeriesMeta:
     sections = {"model": dict, "training": dict, "data": dict, "metrics": dict}
     # history_sha256 is null for a model saved without history.
     digests = {"weights_sha256": False} | ({HISTORY_DIGEST: True, CONTENT_DIGEST: False} if version >= 2 else {})
-    _check_keys(document, ["format", "format_version", *sections, *digests], (), path, "the document")
+    _check_keys(document, ["format", "format_version", *sections, *digests], (CALIBRATION,), path, "the document")
     for name, kind in sections.items():
         if not isinstance(document[name], kind):
             raise ConfigError(f"{path}: {name} is a JSON {_json_type(document[name])}; expected a JSON object")
@@ -375,6 +400,8 @@ def _check_series_meta(data: Mapping, path: Path) -> SeriesMeta:
         )
     if not isinstance(meta.input_options, dict):
         raise ConfigError(f"{where('input_options')} is a JSON {_json_type(meta.input_options)}; expected an object")
+    if not isinstance(meta.nonnegative, bool):
+        raise ConfigError(f"{where('nonnegative')}={meta.nonnegative!r} is not true or false")
     if "input_columns" in meta.input_options:
         given = _check_names(meta.input_options["input_columns"], where("input_options.input_columns"))
         named = set(given)  # a set: linear in the columns
@@ -431,21 +458,8 @@ def _load_history(path: Path, document: Mapping, meta: SeriesMeta):
         if recorded is not None:
             raise DatasetNotFoundError(f"{path} is missing; {META_FILE} records its sha256 {recorded}")
         return None, None
-    unreadable = f"{path}: not a readable NumPy .npz archive; it is not a {HISTORY_FILE} that damcha_ts wrote"
-    if not zipfile.is_zipfile(path):  # before np.load, whose message for other bytes is about pickles
-        raise DataError(f"{unreadable} ({'an empty file' if path.stat().st_size == 0 else 'not a zip archive'})")
-    try:
-        stored = np.load(path, allow_pickle=False)
-        if not isinstance(stored, np.lib.npyio.NpzFile):
-            raise DataError(f"{unreadable} (it holds a single .npy array)")
-        with stored:
-            _check_keys(stored, ("values", "timestamps"), ("tz",), path, "the archive", DataError)
-            values, stamps = stored["values"], stored["timestamps"]
-            zone = stored["tz"] if "tz" in stored else np.array("")
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, DamchaError):
-            raise
-        raise DataError(f"{unreadable} ({type(exc).__name__}: {exc or 'empty'})") from exc
+    stored = _read_archive(path, HISTORY_FILE, ("values", "timestamps"), ("tz",))
+    values, stamps, zone = stored["values"], stored["timestamps"], stored.get("tz", np.array(""))
     columns = len(meta.columns)
     if (not np.issubdtype(values.dtype, np.floating) or not np.issubdtype(stamps.dtype, np.integer)
             or not np.issubdtype(zone.dtype, np.str_) or zone.shape != ()):
@@ -479,6 +493,136 @@ def _load_history(path: Path, document: Mapping, meta: SeriesMeta):
         except (ValueError, KeyError) as exc:
             raise DataError(f"{path}: tz {zone!r} is not a time zone: {exc}") from exc
     return values[-meta.seq_len :], stamps
+
+
+def add_calibration(directory: str | Path, calibration: Mapping[str, Any]) -> Path:
+    """Record ``calibration`` (as for :func:`save_model_dir`) in a saved model directory: writes
+    ``calibration.npz`` and re-seals ``forecaster.json`` (its content digest). The directory must
+    load (intact, unmodified) first; nothing else in it changes."""
+    directory = Path(directory)
+    loaded = load_model_dir(directory)
+    document = _read_document(directory / META_FILE)
+    document[CALIBRATION] = _write_calibration(directory, calibration, loaded.meta,
+                                               getattr(loaded.model, "quantiles", None))
+    if CONTENT_DIGEST in document:
+        document[CONTENT_DIGEST] = content_digest(document)
+    write_atomically(directory / META_FILE, json.dumps(document, indent=2) + "\n")
+    return directory
+
+
+def _write_calibration(directory: Path, calibration: Mapping[str, Any], meta: SeriesMeta, quantiles) -> dict:
+    """Write ``calibration.npz``; returns the validated ``calibration`` section with its sha256."""
+    import io
+
+    where = Path("save_model_dir(calibration=...)")
+    if not isinstance(calibration, Mapping) or set(calibration) != {"split", "windows", "pairs", "scores"}:
+        keys = sorted(calibration) if isinstance(calibration, Mapping) else type(calibration).__name__
+        raise ConfigError(f"{where}: expected the keys ['pairs', 'scores', 'split', 'windows'] "
+                          f"(Calibration.to_saved()), got {keys}")
+    section = json.loads(json.dumps(plain_values({k: calibration[k] for k in ("split", "windows", "pairs")})))
+    _check_calibration_section({**section, "sha256": "0" * 64}, where, quantiles)
+    scores = np.asarray(calibration["scores"])
+    _check_calibration_scores(scores, where, section, meta)
+    buffer = io.BytesIO()
+    np.savez(buffer, scores=scores.astype(np.float64))
+    write_atomically(directory / CALIBRATION_FILE, buffer.getvalue())
+    return {**section, "sha256": _sha256(directory / CALIBRATION_FILE)}
+
+
+def _check_calibration_section(section: Any, path: Path, quantiles) -> dict:
+    """The ``calibration`` section: where its windows came from, how many, the CQR level pairs
+    (symmetric pairs of trained quantile levels) and the digest of calibration.npz."""
+    from damcha_ts.data.protocol import SPLITS
+
+    where = f"{path}: {CALIBRATION}"
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where} is a JSON {_json_type(section)}; expected an object")
+    _check_keys(section, ["split", "windows", "pairs", "sha256"], (), path, CALIBRATION)
+    if section["split"] not in SPLITS:
+        raise ConfigError(f"{where}.split={section['split']!r} is not one of {', '.join(SPLITS)}")
+    windows = section["windows"]
+    if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
+        raise ConfigError(f"{where}.windows={windows!r} is not a positive integer")
+    trained = [float(q) for q in quantiles or ()]
+    pairs = section["pairs"]
+    if not isinstance(pairs, list):
+        raise ConfigError(f"{where}.pairs is a JSON {_json_type(pairs)}; expected a list of [low, high] levels")
+    for pair in pairs:
+        numbers = isinstance(pair, list) and len(pair) == 2 and all(
+            isinstance(q, (int, float)) and not isinstance(q, bool) and math.isfinite(q) for q in pair)
+        known = numbers and all(any(abs(q - t) < 1e-9 for t in trained) for q in pair)
+        if not (known and pair[0] < 0.5 and abs(pair[0] + pair[1] - 1.0) < 1e-9):
+            raise ConfigError(
+                f"{where}.pairs holds {pair!r}; each pair is [tau, 1 - tau] (tau < 0.5) of the trained quantile "
+                f"levels {trained or 'None (a point model has no pairs)'}"
+            )
+    if len({tuple(p) for p in pairs}) != len(pairs):
+        raise ConfigError(f"{where}.pairs names a pair more than once: {pairs}")
+    digest = section["sha256"]
+    if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+        raise ConfigError(f"{where}.sha256={digest!r} is not a sha256 hex digest")
+    return section
+
+
+def _check_calibration_scores(scores: np.ndarray, path: Path, section: Mapping, meta: SeriesMeta) -> None:
+    """Scores [1 + pairs, windows, pred_len, forecast columns]: finite floats, sorted over the
+    windows, absolute residuals (index 0) >= 0."""
+    from damcha_ts.data.protocol import scored_slice
+
+    outputs = len(meta.columns[scored_slice(meta.features)])
+    expected = (1 + len(section["pairs"]), section["windows"], meta.pred_len, outputs)
+    if not np.issubdtype(scores.dtype, np.floating):
+        raise DataError(f"{path}: the calibration scores are {scores.dtype}; expected floats")
+    if scores.shape != expected:
+        raise ChecksumError(
+            f"{path}: holds calibration scores of shape {scores.shape}; the model's calibration section and data "
+            f"say {expected} (1 + {len(section['pairs'])} pairs, {section['windows']} windows, pred_len "
+            f"{meta.pred_len}, {outputs} forecast columns): is it another model's {CALIBRATION_FILE}?"
+        )
+    if not np.isfinite(scores).all():
+        raise DataError(f"{path}: the calibration scores hold {int((~np.isfinite(scores)).sum())} NaN/inf entries")
+    if (np.diff(scores, axis=1) < 0).any():
+        raise DataError(f"{path}: the calibration scores are not sorted over the windows")
+    if (scores[0] < 0).any():
+        raise DataError(f"{path}: absolute residuals (scores[0]) below 0")
+
+
+def _load_calibration(path: Path, document: Mapping, meta: SeriesMeta, quantiles, meta_path: Path) -> dict | None:
+    """``{"split", "windows", "pairs", "scores"}`` of a calibrated model, or None (no section)."""
+    section = document.get(CALIBRATION)
+    if section is None:
+        return None
+    section = _check_calibration_section(section, meta_path, quantiles)
+    if not path.is_file():
+        raise DatasetNotFoundError(f"{path} is missing; {META_FILE} records its sha256 {section['sha256']}")
+    scores = _read_archive(path, CALIBRATION_FILE, ("scores",), ())["scores"]
+    _check_calibration_scores(scores, path, section, meta)
+    actual = _sha256(path)
+    if actual != section["sha256"]:
+        raise ChecksumError(
+            f"{path}: sha256 {actual} differs from {section['sha256']} recorded as {CALIBRATION}.sha256 in "
+            f"{META_FILE}; the file was modified or replaced after saving"
+        )
+    return {"split": section["split"], "windows": section["windows"], "pairs": section["pairs"], "scores": scores}
+
+
+def _read_archive(path: Path, kind: str, required: tuple[str, ...], optional: tuple[str, ...]) -> dict:
+    """The arrays of an .npz archive damcha_ts wrote (no pickles), with exactly the expected keys;
+    DataError naming the file for anything else."""
+    unreadable = f"{path}: not a readable NumPy .npz archive; it is not a {kind} that damcha_ts wrote"
+    if not zipfile.is_zipfile(path):  # before np.load, whose message for other bytes is about pickles
+        raise DataError(f"{unreadable} ({'an empty file' if path.stat().st_size == 0 else 'not a zip archive'})")
+    try:
+        stored = np.load(path, allow_pickle=False)
+        if not isinstance(stored, np.lib.npyio.NpzFile):
+            raise DataError(f"{unreadable} (it holds a single .npy array)")
+        with stored:
+            _check_keys(stored, required, optional, path, "the archive", DataError)
+            return {key: stored[key] for key in stored.files}
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, DamchaError):
+            raise
+        raise DataError(f"{unreadable} ({type(exc).__name__}: {exc or 'empty'})") from exc
 
 
 def _check_state_matches(model: torch.nn.Module, state: Mapping, path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from damcha_ts.metrics import ErrorAccumulator
@@ -16,7 +17,7 @@ from damcha_ts.metrics import ErrorAccumulator
 
 @torch.no_grad()
 def evaluate_loader(
-    model: torch.nn.Module, loader, *, scaler=None, device=None, target_only: bool = False
+    model: torch.nn.Module, loader, *, scaler=None, device=None, target_only: bool = False, nonnegative: bool = False
 ) -> ErrorAccumulator:
     """Run ``model`` over every batch of ``loader`` and accumulate its errors.
 
@@ -26,6 +27,8 @@ def evaluate_loader(
         loader: yields {"x", "y", "x_mark", ...}; nothing may be dropped (drop_last=False).
         scaler: the StandardScaler of the scored columns, for original-scale ("inverse") errors.
         target_only: score only the last variate (the ``MS`` setting: all in, target out).
+        nonnegative: score forecasts clipped at 0 on the original scale, as a
+            ``Forecaster(nonnegative=True)`` forecasts (needs ``scaler``).
     """
     from damcha_ts.probabilistic import QuantileForecastModel
 
@@ -34,6 +37,9 @@ def evaluate_loader(
     was_training = model.training
     model.eval()
     errors = ErrorAccumulator(scaler)
+    floor = None
+    if nonnegative:  # raw >= 0 is z >= -mean / scale, per scored column
+        floor = torch.as_tensor(-np.asarray(scaler.mean_) / np.asarray(scaler.scale_), dtype=torch.float32, device=device)
     try:
         for batch in loader:
             marks = batch.get("x_mark")
@@ -43,6 +49,8 @@ def evaluate_loader(
             true = batch["y"]
             if target_only:
                 pred, true = pred[..., -1:], true[..., -1:]
+            if floor is not None:
+                pred = torch.maximum(pred.float(), floor)
             errors.update(pred.float(), true)
     finally:
         model.train(was_training)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
 import logging
 import shutil
+import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +19,7 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.fabric.utilities.rank_zero import rank_zero_info, rank_zero_only
+from lightning.pytorch.callbacks import TQDMProgressBar
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically
@@ -52,13 +55,16 @@ def build_trainer(
     callbacks: Sequence[L.Callback] = (),
     progress: bool = True,
     trainer_kwargs: Mapping[str, Any] | None = None,
+    validate: bool = True,
 ) -> L.Trainer:
     """A Trainer with the protocol's callbacks: early stopping on val_loss, best + last checkpoints.
 
     ``trainer_kwargs`` go to ``L.Trainer`` last, so they win (``devices``, ``strategy``,
     ``num_nodes``, ``limit_train_batches``, ...). Their ``callbacks`` are added to ours.
+    ``validate=False`` trains ``max_epochs`` epochs without validation (no early stopping; "best" is
+    the last epoch), whatever ``limit_val_batches`` they give.
     """
-    from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, TQDMProgressBar
+    from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
     from lightning.pytorch.loggers import CSVLogger
 
     from damcha_ts.training.checkpoints import FolderCheckpoint
@@ -67,15 +73,16 @@ def build_trainer(
     extra_callbacks = list(kwargs.pop("callbacks", []) or [])
     accelerator = kwargs.get("accelerator", training.accelerator)
     all_callbacks = [
-        EarlyStopping(monitor="val_loss", mode="min", patience=training.patience),
-        FolderCheckpoint(  # first, so that it is trainer.checkpoint_callback
-            dirpath=out_dir / CHECKPOINT_DIR,
-            filename="best",
-            monitor="val_loss",
-            mode="min",
-            save_top_k=1,
-            enable_version_counter=False,
-        ),
+        # Without validation there is no "best": the last checkpoint is then trainer.checkpoint_callback.
+        *([EarlyStopping(monitor="val_loss", mode="min", patience=training.patience),
+           FolderCheckpoint(  # first, so that it is trainer.checkpoint_callback
+               dirpath=out_dir / CHECKPOINT_DIR,
+               filename="best",
+               monitor="val_loss",
+               mode="min",
+               save_top_k=1,
+               enable_version_counter=False,
+           )] if validate else []),
         # last.ckpt after every epoch. Lightning's save_last=True writes it only in epochs that also
         # write a best checkpoint, so a resume would redo every epoch since the best one.
         FolderCheckpoint(dirpath=out_dir / CHECKPOINT_DIR, filename="last", save_top_k=1, enable_version_counter=False),
@@ -85,7 +92,7 @@ def build_trainer(
         *extra_callbacks,
     ]
     if progress:
-        all_callbacks.append(TQDMProgressBar(refresh_rate=10))
+        all_callbacks.append(StderrProgressBar(refresh_rate=10))
     else:
         all_callbacks.append(EpochLog(prefix="  "))  # background runs still say where they are
     settings = {
@@ -105,6 +112,8 @@ def build_trainer(
         "plugins": _with_atomic_checkpoints(kwargs.pop("plugins", None)),
     }
     settings.update(kwargs)
+    if not validate:
+        settings.update(limit_val_batches=0, num_sanity_val_steps=0)
     if settings["logger"] in (None, False):
         # Nothing to write learning rates to.
         settings["callbacks"] = [c for c in all_callbacks if not isinstance(c, LearningRateMonitor)]
@@ -128,6 +137,90 @@ def _with_atomic_checkpoints(plugins) -> list:
 
     given = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
     return given if any(isinstance(p, CheckpointIO) for p in given) else [AtomicCheckpointIO(), *given]
+
+
+class StderrProgressBar(TQDMProgressBar):
+    """Lightning's progress bar on stderr: its own writes to stdout, where a user's prints and
+    ``--json`` output go."""
+
+    @staticmethod
+    def _on_stderr(make_bar):
+        with contextlib.redirect_stdout(sys.stderr):
+            return make_bar()
+
+    def init_sanity_tqdm(self):
+        return self._on_stderr(super().init_sanity_tqdm)
+
+    def init_train_tqdm(self):
+        return self._on_stderr(super().init_train_tqdm)
+
+    def init_validation_tqdm(self):
+        return self._on_stderr(super().init_validation_tqdm)
+
+    def init_predict_tqdm(self):
+        return self._on_stderr(super().init_predict_tqdm)
+
+    def init_test_tqdm(self):
+        return self._on_stderr(super().init_test_tqdm)
+
+
+@contextlib.contextmanager
+def quiet_lightning():
+    """Within it, Lightning says only what is wrong: no "GPU available / TPU available" lines, no
+    "`Trainer.fit` stopped" and other info, no warning that an epoch has fewer batches than
+    ``log_every_n_steps`` (what ``Forecaster(verbose=False)`` trains under)."""
+    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric", "lightning")]
+    levels = [logger.level for logger in loggers]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*log_every_n_steps.*")
+        for logger in loggers:
+            logger.setLevel(logging.WARNING)
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
+
+
+#: Fewer validation windows than this make early stopping a guess (DataWarning).
+MIN_VAL_WINDOWS = 16
+
+
+def warn_few_windows(series, batch_size: int) -> None:
+    """A DataWarning when the validation split has fewer than ``MIN_VAL_WINDOWS`` windows or the
+    train split fewer than one batch, with the counts and what would give more."""
+    from damcha_ts.data.registry import DataWarning
+
+    train, val = series.window_count("train"), series.window_count("val")
+    problems = []
+    if val < MIN_VAL_WINDOWS:
+        problems.append(f"the validation split has {val} window(s) to early-stop on (fewer than {MIN_VAL_WINDOWS})")
+    if train < batch_size:
+        problems.append(f"the train split has {train} window(s), fewer than one batch of {batch_size}")
+    if problems:
+        rows = {split: b - a for split, (a, b) in series.borders.items()}
+        warnings.warn(
+            f"{series.name}: {' and '.join(problems)} (rows: train {rows['train']}, val {rows['val']}, "
+            f"test {rows['test']}, val and test counting the lookback rows before them; a split of R rows has "
+            f"R - lookback - horizon + 1 = R - {series.seq_len} - {series.pred_len} + 1 windows). For more "
+            "windows use a shorter lookback or horizon, more data, or a larger validation share "
+            "(split=(0.7, 0.2, 0.1) fractions, or val_size=)",
+            DataWarning,
+            stacklevel=_caller_level(),
+        )
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside damcha_ts (where the user called fit), from
+    the function that calls this one."""
+    import inspect
+
+    package = str(Path(__file__).resolve().parents[1])
+    frames = inspect.stack(0)[2:]
+    for level, frame in enumerate(frames, start=2):
+        if not str(Path(frame.filename).resolve()).startswith(package):
+            return level
+    return 1
 
 
 def _drop_lightning_tips(record: logging.LogRecord) -> bool:
@@ -173,6 +266,7 @@ def fit_series(
     trainer_kwargs: Mapping[str, Any] | None = None,
     progress: bool = True,
     on_start: Callable[[], None] | None = None,
+    validate: bool = True,
 ) -> FitResult:
     """Train on a prepared series with early stopping, then reload the best checkpoint's weights.
 
@@ -182,6 +276,8 @@ def fit_series(
     unreadable ``last.ckpt`` falls back to ``best.ckpt`` or is refused (:func:`resume_point`).
     ``timing`` covers the epochs run by this call. ``on_start`` is called (on every rank) once the
     Trainer has accepted its arguments, before anything in ``out_dir`` changes.
+    ``validate=False`` trains ``training.max_epochs`` epochs on the train split alone and keeps the
+    last epoch's weights (a refit for an epoch count chosen earlier; ``best_val_loss`` is NaN).
     """
     from damcha_ts.data import ForecastDataModule
 
@@ -191,9 +287,11 @@ def fit_series(
     ckpt_path = str(start) if start is not None else None
     if resume and ckpt_path is None:
         rank_zero_info(f"resume: no {out_dir / CHECKPOINT_DIR / 'last.ckpt'} yet, starting from scratch")
+    if validate and rank_zero_only.rank == 0:
+        warn_few_windows(series, training.batch_size)
     # The Trainer first: arguments it rejects must fail before anything in out_dir is touched.
     trainer = build_trainer(
-        training, out_dir, callbacks=callbacks, progress=progress, trainer_kwargs=trainer_kwargs
+        training, out_dir, callbacks=callbacks, progress=progress, trainer_kwargs=trainer_kwargs, validate=validate
     )
     if on_start is not None:
         on_start()
@@ -320,6 +418,9 @@ def run_experiment(
     # Data settings are checked before out_dir is touched: a run that cannot start leaves an
     # earlier run's folder as it was.
     series = run.data.prepare()
+    if evaluate_test and series.window_count("test") == 0:
+        raise ConfigError("data.test_size=0 leaves no test split for run_experiment to score: give test_size > 0 "
+                          "(or leave it out), or train with Forecaster.fit(data, test_size=0)")
     fit = fit_series(
         series,
         run.model_dict(),

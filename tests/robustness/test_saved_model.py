@@ -89,9 +89,11 @@ def _edit(change):
 
 
 def _as_version_1(document: dict) -> None:
-    """forecaster.json as fbf489e wrote it: format_version 1, no digest of itself or the history."""
+    """forecaster.json as fbf489e wrote it: format_version 1, no digest of itself or the history,
+    no calibration section (calibration.npz, unrecorded, is then ignored)."""
     document.pop("content_sha256", None)
     document.pop("history_sha256", None)
+    document.pop("calibration", None)
     document["format_version"] = 1
 
 

@@ -1,0 +1,419 @@
+"""Calibrated prediction intervals: split-conformal residuals, or conformalised quantile regression.
+
+``predict(level=[80, 95])``, ``backtest(level=...)``, ``evaluate(level=...)``, ``plot(level=...)`` and
+``damcha-ts predict --level 80 95`` all go through this module:
+
+* :func:`calibrate` forecasts windows of a split the model was not trained on (``"val"``: the
+  validation split early stopping watched) through the :class:`~damcha_ts.forecasting.Predictor`,
+  on the raw scale, and keeps per (window, horizon step, output variate) conformity scores in a
+  :class:`Calibration`:
+
+  - the absolute residual ``|y − ŷ|`` of the point forecast (the median of a quantile model);
+  - for a model trained with ``quantiles=``, for every trained level pair ``(τ, 1 − τ)``, the CQR
+    score of Romano, Patterson & Candès, "Conformalized Quantile Regression" (NeurIPS 2019):
+    ``E = max(q̂_τ − y, y − q̂_{1−τ})``.
+
+* :func:`interval` turns a forecast into the interval of a level ``a`` (a percentage, 1 − α = a/100)
+  with the finite-sample conformal quantile of the scores of its (step, variate): the
+  ``k = ceil((n + 1)(1 − α))``-th smallest of the ``n`` scores, i.e. the empirical quantile at level
+  ``ceil((n + 1)(1 − α)) / n`` (the inverse of the empirical CDF). With exchangeable windows, an interval then covers
+  the truth with probability at least 1 − α at each step and variate (Vovk et al. 2005; Lei et al.
+  2018). A level with ``k > n`` needs more calibration windows than there are: ConfigError.
+
+  - residual method: ``[ŷ − Q̂, ŷ + Q̂]``;
+  - CQR, when the model was trained with the levels ``(1 − a/100)/2`` and ``(1 + a/100)/2``
+    (``quantiles=[0.1, 0.9]`` for 80 %, ``[0.025, 0.975]`` for 95 %): ``[q̂_lo − Q̂, q̂_hi + Q̂]``
+    (Q̂ may be negative and shrink the band; where it would cross, both ends are its midpoint).
+  - **A quantile model asked for a level whose pair it was not trained with falls back to the
+    residual method around its median** (never an error): :meth:`Calibration.method` says which
+    method a level gets.
+
+* :func:`interval_scores` scores intervals and quantiles on every window of a split: empirical
+  coverage and mean width per level (``coverage_80``, ``width_80``), the uncalibrated quantile head's
+  coverage beside it (``coverage_80_uncalibrated``) and, for a quantile model, the mean pinball loss
+  and the weighted quantile loss (``wql``: GluonTS' ``mean_weighted_sum_quantile_loss``).
+
+Columns: ``<variate>-lo-80`` / ``<variate>-hi-80`` in wide output, ``<forecast column>-lo-80`` in
+long output (``forecast-lo-80`` in backtests, ``value-lo-80`` in a long ``predict``), the convention
+of neuralforecast; :func:`interval_column_name` and :func:`interval_columns` write them.
+
+Storage: the scores are sorted per (step, variate) and saved with the model (``calibration.npz``,
+see :mod:`damcha_ts.training.artifacts`). At most :data:`MAX_WINDOWS` windows, evenly spaced over
+the split, are kept, fewer for wide data so that the scores stay within :data:`MAX_SCORES` numbers
+(but never fewer than :data:`MIN_WINDOWS`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from damcha_ts.errors import ConfigError, DataError
+
+# Calibration windows kept at most, and the most scores (windows x steps x variates x score kinds).
+MAX_WINDOWS = 1000
+MAX_SCORES = 2**21
+MIN_WINDOWS = 100
+_TOLERANCE = 1e-9
+INTERVAL_SIDES = ("lo", "hi")
+
+
+# ---------------------------------------------------------------------- levels and names
+def check_levels(level: Any, *, argument: str = "level") -> tuple[float, ...]:
+    """Interval levels as sorted, unique percentages strictly between 0 and 100 (``80`` or
+    ``[80, 95]``; ``None`` → no levels); ConfigError naming ``argument`` otherwise."""
+    if level is None:
+        return ()
+    if isinstance(level, (str, bytes, Mapping)):
+        raise ConfigError(f"{argument} must be a percentage or a list of percentages in (0, 100), got {level!r}")
+    values = [level] if isinstance(level, numbers.Real) or np.ndim(level) == 0 else list(level)
+    if not values:
+        raise ConfigError(f"{argument} must not be empty (give e.g. [80, 95], or None for no intervals)")
+    levels = set()
+    for value in values:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise ConfigError(f"{argument} holds {value!r}, which is not a number (levels are percentages, e.g. 80)")
+        number = float(value)
+        if not math.isfinite(number) or not 0.0 < number < 100.0:
+            raise ConfigError(
+                f"{argument} holds {value!r}; a level is a percentage strictly between 0 and 100 (e.g. 80 or 95)"
+            )
+        levels.add(number)
+    return tuple(sorted(levels))
+
+
+def level_name(level: float) -> str:
+    """``80.0`` → ``"80"``, ``97.5`` → ``"97.5"`` (as in the column and score names)."""
+    return f"{float(level):g}"
+
+
+def interval_column_name(column: str, side: str, level: float) -> str:
+    """``interval_column_name("OT", "lo", 80)`` → ``"OT-lo-80"`` (neuralforecast's names)."""
+    if side not in INTERVAL_SIDES:
+        raise ConfigError(f"side must be one of {INTERVAL_SIDES}, got {side!r}")
+    return f"{column}-{side}-{level_name(level)}"
+
+
+def interval_columns(column: str, bounds: Mapping[float, tuple[np.ndarray, np.ndarray]], index: Any = ...) -> dict:
+    """``{"<column>-lo-80": lo[index], "<column>-hi-80": hi[index], ...}`` for the levels of
+    ``bounds`` (from :func:`forecast_intervals`), level by level, lower bound first.
+
+    The helper of every long output: e.g. a backtest window ``k`` and variate ``j`` add
+    ``interval_columns("forecast", bounds, (k, slice(None), j))`` to their piece."""
+    columns = {}
+    for level, (lo, hi) in bounds.items():
+        columns[interval_column_name(column, "lo", level)] = lo[index]
+        columns[interval_column_name(column, "hi", level)] = hi[index]
+    return columns
+
+
+def level_pairs(quantiles: Sequence[float] | None) -> tuple[tuple[float, float], ...]:
+    """The symmetric pairs ``(τ, 1 − τ)`` among trained quantile levels, τ ascending (widest first)."""
+    if not quantiles:
+        return ()
+    levels = [float(q) for q in quantiles]
+    pairs = []
+    for low in levels:
+        if low < 0.5:
+            high = next((q for q in levels if abs(q - (1.0 - low)) < _TOLERANCE), None)
+            if high is not None:
+                pairs.append((low, high))
+    return tuple(pairs)
+
+
+def pair_level(pair: tuple[float, float]) -> float:
+    """The nominal level (percentage) of a pair ``(τ, 1 − τ)``: ``100 (1 − 2τ)``."""
+    return round(100.0 * (pair[1] - pair[0]), 9)
+
+
+# ---------------------------------------------------------------------- the conformal quantile
+def conformal_rank(n: int, level: float) -> int:
+    """``k = ceil((n + 1) · level / 100)``: the rank (1-based) of the conformal quantile among ``n``
+    sorted scores; ConfigError when ``k > n`` (too few calibration windows for that level)."""
+    x = (n + 1) * float(level) / 100.0
+    k = max(1, math.ceil(round(x, 9)))
+    if k > n:
+        needed = math.ceil(round(float(level) / (100.0 - float(level)), 9))
+        raise ConfigError(
+            f"level={level_name(level)} needs at least {needed} calibration windows "
+            f"(ceil((n + 1) * {level_name(level)} / 100) <= n); this calibration has {n}: calibrate on a longer "
+            "split or ask for a lower level"
+        )
+    return k
+
+
+def conformal_quantile(scores: np.ndarray, level: float, axis: int = 0) -> np.ndarray:
+    """The finite-sample conformal quantile of ``scores`` along ``axis``: the
+    ``ceil((n + 1) · level / 100)``-th smallest (``np.quantile`` at ``k / n``, method "inverted_cdf")."""
+    scores = np.asarray(scores, dtype=np.float64)
+    k = conformal_rank(scores.shape[axis], level)
+    return np.take(np.sort(scores, axis=axis), k - 1, axis=axis)
+
+
+# ---------------------------------------------------------------------- the calibration
+@dataclass(frozen=True, eq=False)
+class Calibration:
+    """Conformity scores of one model on calibration windows (raw scale, sorted per cell).
+
+    ``scores`` [1 + P, n, H, C_out]: index 0 the absolute residuals of the point forecast (the
+    median of a quantile model), index 1 + p the CQR scores of ``pairs[p]``; each (kind, step,
+    variate) sorted over its ``n`` windows. ``split`` names where the windows came from.
+
+    JSON-ready through :meth:`to_saved` (``split``, ``windows``, ``pairs`` are plain JSON values;
+    the scores an array, which the model directory keeps in ``calibration.npz``) and
+    :meth:`from_saved`.
+    """
+
+    scores: np.ndarray
+    pairs: tuple[tuple[float, float], ...] = ()
+    split: str = "val"
+    _kinds: dict = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        scores = np.array(self.scores, dtype=np.float64)  # a copy: the caller's array stays theirs
+        pairs = tuple((float(lo), float(hi)) for lo, hi in self.pairs)
+        if scores.ndim != 4 or scores.shape[0] != 1 + len(pairs) or scores.shape[1] < 1:
+            raise ConfigError(
+                f"Calibration: scores of shape {scores.shape}; expected [1 + {len(pairs)} pairs, windows >= 1, "
+                "steps, variates]"
+            )
+        if not np.isfinite(scores).all():
+            raise DataError("Calibration: the scores hold NaN/inf (the calibration forecasts were not finite)")
+        scores.sort(axis=1)
+        scores.setflags(write=False)
+        object.__setattr__(self, "scores", scores)
+        object.__setattr__(self, "pairs", pairs)
+        object.__setattr__(self, "_kinds", {pair_level(p): 1 + i for i, p in enumerate(pairs)})
+
+    @property
+    def windows(self) -> int:
+        return int(self.scores.shape[1])
+
+    @property
+    def horizon(self) -> int:
+        return int(self.scores.shape[2])
+
+    @property
+    def n_outputs(self) -> int:
+        return int(self.scores.shape[3])
+
+    def pair(self, level: float) -> tuple[float, float] | None:
+        """The trained pair ``((1 − a)/2, (1 + a)/2)`` that CQR uses for ``level``, or None."""
+        kind = self._kind(level)
+        return None if kind == 0 else self.pairs[kind - 1]
+
+    def method(self, level: float) -> str:
+        """``"cqr"`` when the model was trained with the level's pair, else ``"residual"``."""
+        return "residual" if self._kind(level) == 0 else "cqr"
+
+    def quantile(self, level: float) -> np.ndarray:
+        """Q̂ [H, C_out]: the conformal quantile of the scores ``level`` uses."""
+        return self.scores[self._kind(level), conformal_rank(self.windows, level) - 1]
+
+    def _kind(self, level: float) -> int:
+        return next((kind for nominal, kind in self._kinds.items() if abs(nominal - float(level)) < 1e-6), 0)
+
+    def to_saved(self) -> dict:
+        """``{"split", "windows", "pairs", "scores"}``: what ``save_model_dir(calibration=...)`` writes."""
+        return {"split": self.split, "windows": self.windows, "pairs": [list(p) for p in self.pairs],
+                "scores": np.asarray(self.scores)}
+
+    @classmethod
+    def from_saved(cls, saved: Mapping[str, Any]) -> Calibration:
+        """The Calibration of :meth:`to_saved`'s mapping (as ``load_model_dir`` returns it, validated)."""
+        return cls(scores=saved["scores"], pairs=tuple(tuple(p) for p in saved["pairs"]), split=saved["split"])
+
+    def describe(self) -> dict:
+        """JSON-ready facts: split, windows, horizon, variates, the CQR levels."""
+        return {"split": self.split, "windows": self.windows, "horizon": self.horizon, "variates": self.n_outputs,
+                "cqr_levels": [pair_level(p) for p in self.pairs]}
+
+
+def calibrate(predictor, series, split: str = "val", *, batch_size: int = 256,
+              max_windows: int = MAX_WINDOWS) -> Calibration:
+    """The :class:`Calibration` of ``predictor`` on the windows of ``split`` of a prepared
+    ``series`` (:func:`damcha_ts.data.prepare`; its columns, lookback and horizon the model's).
+
+    Every window is forecast through ``predictor`` from its raw values (the predictor's saved
+    scaler and time marks, as ``predict`` does), up to ``max_windows`` of them evenly spaced over
+    the split (fewer for wide data, see the module docstring)."""
+    count = series.window_count(split)
+    if count < 1:
+        raise DataError(f"calibrate(): the {split} split of {series.name or 'the data'} holds no window")
+    pairs = level_pairs(predictor.quantiles)
+    cells = predictor.horizon * len(predictor.output_columns) * (1 + len(pairs))
+    keep = max(1, min(count, int(max_windows), max(MIN_WINDOWS, MAX_SCORES // cells)))
+    windows = np.unique(np.linspace(0, count - 1, keep).round().astype(np.int64))
+    kinds = []
+    for point, quantile_values, truth in split_forecasts(predictor, series, split, windows=windows,
+                                                         batch_size=batch_size):
+        batch = [np.abs(truth - point)]
+        for low, high in pairs:
+            lo, hi = quantile_values[:, _index(predictor.quantiles, low)], quantile_values[:, _index(predictor.quantiles, high)]
+            batch.append(np.maximum(lo - truth, truth - hi))
+        kinds.append(np.stack(batch))
+    return Calibration(scores=np.concatenate(kinds, axis=1), pairs=pairs, split=split)
+
+
+def split_forecasts(predictor, series, split: str, *, windows: np.ndarray | None = None,
+                    batch_size: int = 256) -> Iterator[tuple[np.ndarray, np.ndarray | None, np.ndarray]]:
+    """Batches ``(point [B, H, C_out], quantile values [B, Q, H, C_out] or None, truth [B, H, C_out])``
+    of the windows of ``split`` (all, or the positions ``windows``), raw scale, in order."""
+    from damcha_ts.data.protocol import scored_slice
+
+    if (series.seq_len, series.pred_len) != (predictor.lookback, predictor.horizon) or \
+            list(series.columns) != list(predictor.meta.columns):
+        raise DataError(
+            f"the series has lookback {series.seq_len}, horizon {series.pred_len} and columns {list(series.columns)}; "
+            f"the model reads {predictor.lookback}, {predictor.horizon} and {list(predictor.meta.columns)}"
+        )
+    border1, _ = series.borders[split]
+    lookback, horizon = series.seq_len, series.pred_len
+    starts = np.arange(series.window_count(split)) if windows is None else np.asarray(windows, dtype=np.int64)
+    scored = scored_slice(series.features)
+    for first in range(0, len(starts), max(1, int(batch_size))):
+        rows = border1 + starts[first : first + batch_size]
+        histories = np.stack([series.values[r : r + lookback] for r in rows])
+        stamps = [series.timestamps[r : r + lookback] for r in rows]
+        truth = np.stack([series.values[r + lookback : r + lookback + horizon] for r in rows])[..., scored]
+        point, quantile_values = predictor.forecast(histories, stamps)
+        yield point, quantile_values, truth
+
+
+def _index(quantiles: Sequence[float], level: float) -> int:
+    return next(i for i, q in enumerate(quantiles) if abs(float(q) - level) < _TOLERANCE)
+
+
+# ---------------------------------------------------------------------- intervals of forecasts
+def interval(point: np.ndarray, calibration: Calibration, level: float, *, quantile_values: np.ndarray | None = None,
+             quantiles: Sequence[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi), each shaped like ``point`` [..., H, C_out]: the ``level`` % interval.
+
+    ``quantile_values`` [..., Q, H, C_out] at ``quantiles`` are a quantile model's forecasts; with
+    them and a trained pair for ``level`` the interval is CQR's, otherwise the residual one around
+    ``point`` (see the module docstring)."""
+    (level,) = check_levels(level)
+    point = np.asarray(point, dtype=np.float64)
+    if point.shape[-2:] != (calibration.horizon, calibration.n_outputs):
+        raise ConfigError(
+            f"the forecast has {point.shape[-2:]} (steps, variates); the calibration has "
+            f"({calibration.horizon}, {calibration.n_outputs})"
+        )
+    bound = calibration.quantile(level)  # [H, C_out]
+    pair = calibration.pair(level)
+    if pair is None:
+        return point - bound, point + bound
+    if quantile_values is None or quantiles is None:
+        raise ConfigError(f"level={level_name(level)}: the calibration is CQR's for the quantile levels {list(pair)}; "
+                          "pass the model's quantile forecasts (quantile_values=, quantiles=)")
+    lo = np.asarray(quantile_values)[..., _index(quantiles, pair[0]), :, :] - bound
+    hi = np.asarray(quantile_values)[..., _index(quantiles, pair[1]), :, :] + bound
+    crossed = lo > hi
+    if crossed.any():
+        middle = (lo + hi) / 2.0
+        lo, hi = np.where(crossed, middle, lo), np.where(crossed, middle, hi)
+    return lo, hi
+
+
+def require_calibration(predictor, levels: Sequence[float]) -> Calibration | None:
+    """The predictor's calibration when ``levels`` are asked for (None when none are); ConfigError
+    saying how to get one when the model has none or it does not fit the model."""
+    if not levels:
+        return None
+    calibration = getattr(predictor, "calibration", None)
+    if calibration is None:
+        raise ConfigError(
+            f"level={[level_name(a) for a in levels]}: this model has no calibration (it was saved without one, by "
+            "a damcha_ts before calibrated intervals, or fitted with refit=True, which trains on the validation "
+            "windows, or without any); calibrate it on data it was not trained on with Forecaster.load(directory).calibrate(data) and save it again, or refit it "
+            "(Forecaster.fit and damcha-ts fit calibrate on the validation split)"
+        )
+    if (calibration.horizon, calibration.n_outputs) != (predictor.horizon, len(predictor.output_columns)):
+        raise ConfigError(
+            f"the calibration covers {calibration.horizon} steps x {calibration.n_outputs} variates; the model "
+            f"forecasts {predictor.horizon} x {len(predictor.output_columns)}"
+        )
+    trained = level_pairs(predictor.quantiles)
+    if any(p not in trained for p in calibration.pairs):
+        raise ConfigError(f"the calibration's quantile pairs {list(calibration.pairs)} are not the model's {list(trained)}")
+    for level in levels:
+        conformal_rank(calibration.windows, level)  # enough windows for every level, before any forecast
+    return calibration
+
+
+def forecast_intervals(predictor, point: np.ndarray, quantile_values: np.ndarray | None,
+                       levels: Sequence[float]) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+    """``{level: (lo, hi)}`` for forecasts of ``predictor`` (``point`` [..., H, C_out], and a
+    quantile model's ``quantile_values`` [..., Q, H, C_out]) with its calibration; levels checked
+    (:func:`check_levels`); ``{}`` for no levels (None or empty)."""
+    if levels is None or (not np.isscalar(levels) and len(levels) == 0):
+        return {}
+    levels = check_levels(levels)
+    calibration = require_calibration(predictor, levels)
+    bounds = {level: interval(point, calibration, level, quantile_values=quantile_values, quantiles=predictor.quantiles)
+              for level in levels}
+    if getattr(predictor.meta, "nonnegative", False):  # Forecaster(nonnegative=True): intervals >= 0 too
+        bounds = {level: (np.maximum(lo, 0.0), np.maximum(hi, 0.0)) for level, (lo, hi) in bounds.items()}
+    return bounds
+
+
+def with_intervals(predictor, forecast, levels: Sequence[float]):
+    """A :class:`~damcha_ts.forecasting.Forecast` with its ``intervals`` (none when no levels)."""
+    import dataclasses
+
+    if not levels:
+        return forecast
+    bounds = forecast_intervals(predictor, forecast.point, forecast.levels, levels)
+    return dataclasses.replace(forecast, intervals=bounds)
+
+
+# ---------------------------------------------------------------------- scores
+def interval_scores(predictor, series, split: str, levels: Sequence[float], *, batch_size: int = 256) -> dict:
+    """Interval and quantile scores over every window of ``split`` (raw scale, through the
+    predictor as ``predict`` forecasts):
+
+    * ``coverage_<a>``: the fraction of (window, step, variate) cells whose truth lies in the
+      calibrated ``a`` % interval; ``width_<a>``: the interval's mean width;
+    * for a quantile model with the pair of ``a``: ``coverage_<a>_uncalibrated``, the same for the
+      raw quantile head ``[q̂_lo, q̂_hi]``;
+    * for a quantile model: ``pinball_loss``, the mean of ``ρ_τ(y − q̂_τ)`` over levels and cells
+      (as :func:`damcha_ts.probabilistic.pinball_loss`), and ``wql``, the mean over levels of
+      ``Σ 2 ρ_τ / Σ |y|`` (GluonTS' ``mean_weighted_sum_quantile_loss``).
+    """
+    levels = check_levels(levels)
+    calibration = require_calibration(predictor, levels)
+    quantiles = predictor.quantiles
+    sums: dict[str, float] = {}
+    cells = 0
+    absolute = 0.0
+    pinball = None if quantiles is None else np.zeros(len(quantiles))
+    for point, quantile_values, truth in split_forecasts(predictor, series, split, batch_size=batch_size):
+        cells += truth.size
+        for level in levels:
+            name = level_name(level)
+            lo, hi = interval(point, calibration, level, quantile_values=quantile_values, quantiles=quantiles)
+            sums[f"coverage_{name}"] = sums.get(f"coverage_{name}", 0.0) + float(((truth >= lo) & (truth <= hi)).sum())
+            sums[f"width_{name}"] = sums.get(f"width_{name}", 0.0) + float((hi - lo).sum())
+            pair = calibration.pair(level)
+            if pair is not None:
+                raw_lo = quantile_values[:, _index(quantiles, pair[0])]
+                raw_hi = quantile_values[:, _index(quantiles, pair[1])]
+                key = f"coverage_{name}_uncalibrated"
+                sums[key] = sums.get(key, 0.0) + float(((truth >= raw_lo) & (truth <= raw_hi)).sum())
+        if quantiles is not None:
+            error = truth[:, None] - quantile_values  # u = y − q̂, [B, Q, H, C]
+            tau = np.asarray(quantiles).reshape(1, -1, 1, 1)
+            pinball += np.maximum(tau * error, (tau - 1.0) * error).sum(axis=(0, 2, 3))
+            absolute += float(np.abs(truth).sum())
+    if cells == 0:
+        raise DataError(f"the {split} split of {series.name or 'the data'} holds no window")
+    scores = {key: value / cells for key, value in sums.items()}
+    if quantiles is not None:
+        scores["pinball_loss"] = float(pinball.sum() / (cells * len(quantiles)))
+        scores["wql"] = float(np.mean(2.0 * pinball / absolute)) if absolute > 0 else float("nan")
+    return scores
