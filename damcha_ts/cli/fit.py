@@ -53,6 +53,10 @@ def register(subparsers) -> None:
                         help="forecast horizon H (picks per-horizon config sections)")
     source.add_argument("--lookback", "--seq-len", dest="lookback", type=int,
                         help="input length L (default: the config's, 96 without one)")
+    source.add_argument("--val-size", type=float, metavar="ROWS_OR_FRACTION",
+                        help="validation tail: rows (e.g. 500) or a fraction (e.g. 0.1) of the series")
+    source.add_argument("--test-size", type=float, metavar="ROWS_OR_FRACTION",
+                        help="test tail: rows or a fraction (the run scores it, so it must hold windows)")
     add_overrides_argument(source)
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--resume", action="store_true", help="continue from DIR/checkpoints/last.ckpt")
@@ -73,7 +77,8 @@ def resolve_cli_config(args: argparse.Namespace):
     from damcha_ts.errors import ConfigError
     from damcha_ts.training import RunConfig
 
-    data = {**({"seq_len": args.lookback} if args.lookback is not None else {}), **csv_options(args)}
+    sizes = {key: getattr(args, key) for key in ("val_size", "test_size") if getattr(args, key) is not None}
+    data = {**({"seq_len": args.lookback} if args.lookback is not None else {}), **sizes, **csv_options(args)}
     updates = {"data": data, "training": scale_out_settings(args)}
     if args.config:
         if args.data or args.model:

@@ -228,3 +228,20 @@ def test_a_model_fitted_on_a_csv_reads_that_csv_back_without_repeating_its_layou
     assert list(forecast.columns) == list(frame.columns)  # its time column's name, its variate order
     assert len(forecast) == 24 and pd.Timestamp(forecast["when"].iloc[0]) == stamps.iloc[-1] + pd.Timedelta(hours=1)
     assert summary["output"] == str(tmp_path / "forecast.csv")
+
+
+def test_val_and_test_size_flags_set_the_tails_of_the_split(tmp_path, capsys):
+    from damcha_ts.training import RunConfig
+
+    series = pd.DataFrame({"date": pd.date_range("2024-01-01", periods=400, freq="h"),
+                           "a": range(400), "b": [v % 7 for v in range(400)]})
+    data = tmp_path / "series.csv"
+    series.to_csv(data, index=False)
+    out = tmp_path / "run"
+    result = run_json(capsys, ["fit", "--data", str(data), "--model", "itransformer_mha", "--horizon", "4",
+                               "--lookback", "16", *TINY, *SHORT, "--val-size", "60", "--test-size", "0.25",
+                               "--no-plot", "--out", str(out), "--json"])
+    saved = RunConfig.load(out / "config.yaml")
+    assert (saved.data.protocol.val_size, saved.data.protocol.test_size) == (60, 0.25)
+    # 100 test rows (a quarter of 400) give 100 - 4 + 1 windows, the lookback taken from before them.
+    assert result["test_windows"] == 100 - 4 + 1

@@ -323,6 +323,11 @@ def test_cli_fit_calibrates_and_predict_takes_level(tmp_path, capsys):
     capsys.readouterr()
     assert main(["predict", "--model", str(run), "--level", "100"]) == 2
     assert "--level holds 100.0" in capsys.readouterr().err
+    # damcha-ts evaluate --level scores the intervals on the test split, as evaluate(level=) does.
+    assert main(["evaluate", "--model", str(run), "--level", "80", "--json"]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores == pytest.approx({**scores, **Forecaster.load(run).evaluate(level=[80])})
+    assert 0.0 <= scores["coverage_80"] <= 1.0 and scores["width_80"] > 0
 
 
 def test_split_forecasts_are_the_predictors_forecasts_of_each_window(point_model):
