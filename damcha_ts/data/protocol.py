@@ -221,7 +221,7 @@ def size_borders(
     n_train = n_rows - n_val - n_test
     if n_train < seq_len + pred_len:
         raise ConfigError(
-            f"{given}: {n_val} validation and {n_test} test rows leave {n_train} of the {n_rows} rows for training; "
+            f"{given}: {n_val} validation and {n_test} test rows leave {max(n_train, 0)} of the {n_rows} rows for training; "
             f"one training window needs seq_len + pred_len = {seq_len + pred_len}. Use smaller val_size/test_size, "
             "shorter windows or more data"
         )
