@@ -318,7 +318,7 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
     forecaster._history = (series.latest_values, series.latest_timestamps)  # the source's last rows
     forecaster.fit_result_ = facts
     forecaster.fit_result_.update(_size_report(forecaster, windows))
-    forecaster.calibration_ = None
+    forecaster.calibration_ = None  # an earlier fit's, which may not fit this model's columns
     forecaster.calibration_ = _fit_calibration(forecaster, series)
     return forecaster
 

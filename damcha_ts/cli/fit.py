@@ -137,14 +137,13 @@ def default_config(data: str, model: str) -> dict:
     return config
 
 
-def write_forecast_plot(out_dir: Path, run) -> Path:
-    """Plot the last test window of ``run`` (a RunConfig): its lookback, the forecast and the truth."""
+def write_forecast_plot(out_dir: Path, series) -> Path:
+    """Plot the last test window of the run's prepared ``series``: its lookback, the forecast and the truth."""
     import pandas as pd
 
     from damcha_ts.api import Forecaster
 
     forecaster = Forecaster.load(out_dir)
-    series = run.data.prepare()
     L, H = series.seq_len, series.pred_len
     end = series.borders["test"][1]
     frame = pd.DataFrame(series.values, index=series.timestamps, columns=series.columns)
@@ -154,18 +153,18 @@ def write_forecast_plot(out_dir: Path, run) -> Path:
     return path
 
 
-def calibrate_saved_model(out_dir: Path, run) -> None:
-    """Add the calibration of ``level=`` intervals (the validation windows of ``run``, a RunConfig)
-    to ``out_dir/model`` (forecasting/intervals.py; the runner, in the training layer, saves without)."""
+def calibrate_saved_model(out_dir: Path, series, batch_size: int) -> None:
+    """Add the calibration of ``level=`` intervals (the validation windows of the run's prepared
+    ``series``) to ``out_dir/model`` (forecasting/intervals.py; the runner, in the training layer,
+    saves without)."""
     from damcha_ts.forecasting import Predictor
     from damcha_ts.forecasting.intervals import calibrate
     from damcha_ts.training.artifacts import add_calibration, model_directory
 
-    series = run.data.prepare()
     if series.window_count("val") < 1:
         return
     directory = model_directory(out_dir)
-    calibration = calibrate(Predictor.load(directory), series, "val", batch_size=run.training.batch_size)
+    calibration = calibrate(Predictor.load(directory), series, "val", batch_size=batch_size)
     add_calibration(directory, calibration.to_saved())
 
 
@@ -205,9 +204,10 @@ def run(args: argparse.Namespace) -> int:
     if rank_zero_only.rank != 0:
         # Under DDP every rank returns here; rank 0 wrote model/ and speaks for the run (one JSON object).
         return 0
-    calibrate_saved_model(out_dir, config)
+    series = config.data.prepare()  # once, for the calibration and the plot
+    calibrate_saved_model(out_dir, series, config.training.batch_size)
     if not args.no_plot:
-        result["plot"] = str(write_forecast_plot(out_dir, config))
+        result["plot"] = str(write_forecast_plot(out_dir, series))
     if args.json:
         print(json.dumps(result))
         return 0

@@ -47,7 +47,7 @@ def published_itransformer() -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from damcha_ts.cli.arguments import trainer_kwargs
-    from damcha_ts.cli.fit import write_forecast_plot
+    from damcha_ts.cli.fit import calibrate_saved_model, write_forecast_plot
     from damcha_ts.training import RunConfig, run_experiment
 
     config = RunConfig.load(CONFIG, horizon=HORIZON, overrides=args.overrides)
@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     if rank_zero_only.rank != 0:
         # Under DDP (several GPUs) every rank returns here; rank 0 wrote model/ and speaks for the run.
         return 0
-    result["plot"] = str(write_forecast_plot(out_dir, config))
+    series = config.data.prepare()  # once, for the calibration (predict --level) and the plot
+    calibrate_saved_model(out_dir, series, config.training.batch_size)
+    result["plot"] = str(write_forecast_plot(out_dir, series))
     result["published_itransformer"] = published_itransformer()
     if args.json:
         print(json.dumps(result))
