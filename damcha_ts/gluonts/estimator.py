@@ -40,6 +40,7 @@ from gluonts.transform import (
     AsNumpyArray,
     ExpectedNumInstanceSampler,
     InstanceSplitter,
+    RenameFields,
     SelectFields,
     TestSplitSampler,
     Transformation,
@@ -48,13 +49,13 @@ from gluonts.transform import (
 
 from damcha_ts.data.protocol import time_features
 from damcha_ts.errors import ConfigError, DataError
-from damcha_ts.gluonts.lightning_module import DAMCHALightningModule
+from damcha_ts.gluonts.lightning_module import COVARIATE_FIELDS, KNOWN_COVARIATES, DAMCHALightningModule, input_names
 from damcha_ts.gluonts.transform import (
-    PAST_TIME_MARKS,
     TIME_MARKS,
     AddTimeMarks,
     FillContextPadding,
     ForwardFillImputation,
+    RequireCovariates,
     RequireMultivariateTarget,
 )
 from damcha_ts.models import MODEL_NAMES, make_config
@@ -88,6 +89,13 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
             series' own frequency.
         standardize: fit a per-variate mean and standard deviation on the training data and train
             on that scale (see the module docstring); the predictor then needs the same N variates.
+        num_feat_dynamic_real: covariates known in advance, GluonTS's ``feat_dynamic_real`` [F, T]
+            (the model's future covariates: at prediction time the field spans T + H steps).
+        num_past_feat_dynamic_real: covariates observed up to the forecast start,
+            ``past_feat_dynamic_real`` [P, T] (past covariates).
+        num_feat_static_real: per-entry constants, ``feat_static_real`` [S] (static covariates).
+            Covariates are standardised with statistics of the training data (as the target) and
+            never forecast; every entry must carry each field the model reads, with these counts.
     """
 
     @validated()
@@ -105,6 +113,9 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         trainer_kwargs: dict[str, Any] | None = None,
         time_features_freq: str | None = "h",
         standardize: bool = True,
+        num_feat_dynamic_real: int = 0,
+        num_past_feat_dynamic_real: int = 0,
+        num_feat_static_real: int = 0,
     ) -> None:
         super().__init__(trainer_kwargs={**DEFAULT_TRAINER_KWARGS, **(trainer_kwargs or {})})
         if not known_model_name(model):
@@ -123,16 +134,29 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
             raise ConfigError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
         if time_features_freq is not None:
             time_features(pd.DatetimeIndex([]), time_features_freq)  # names the argument if unknown
+        self.covariate_counts = {"feat_dynamic_real": num_feat_dynamic_real,
+                                 "past_feat_dynamic_real": num_past_feat_dynamic_real,
+                                 "feat_static_real": num_feat_static_real}
+        for field, count in self.covariate_counts.items():
+            if count < 0:
+                raise ConfigError(f"num_{field}={count}: expected a number of covariates >= 0")
         hyperparameters = dict(hyperparameters or {})
+        counts = {f"{COVARIATE_FIELDS[field]}_covariates": n for field, n in self.covariate_counts.items()}
         for key in ("name", "seq_len", "pred_len"):
             if key in hyperparameters:
                 raise ConfigError(
                     f"hyperparameters[{key!r}] is set by DAMCHAEstimator from model=, context_length= and "
                     "prediction_length=; remove it"
                 )
+        for key, count in counts.items():
+            if hyperparameters.pop(key, count) != count:  # a complete model config carries 0s
+                raise ConfigError(f"hyperparameters[{key!r}] is set by DAMCHAEstimator from the num_*_real "
+                                  "counts (num_feat_dynamic_real, num_past_feat_dynamic_real, num_feat_static_real)")
         self.prediction_length = prediction_length
         self.context_length = context_length
-        self.model_config = {"name": model, **hyperparameters, "seq_len": context_length, "pred_len": prediction_length}
+        counts = {key: n for key, n in counts.items() if n}  # a model without covariates hashes as before
+        self.model_config = {"name": model, **hyperparameters, **counts, "seq_len": context_length,
+                             "pred_len": prediction_length}
         # Bad hyperparameters fail here, naming the key, rather than when training starts.
         self.uses_time_marks = bool(getattr(make_config(self.model_config), "use_time_marks", False))
         self.quantiles = None if quantiles is None else list(validate_quantiles(quantiles))
@@ -144,6 +168,7 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         self.standardize = standardize
         # (mean, scale) fitted by train_model; the module is built after it, from these values.
         self._target_statistics: tuple[list[float], list[float]] | None = None
+        self._covariate_statistics: dict[str, list[list[float]]] | None = None
 
     def train_model(self, training_data: Dataset, validation_data: Dataset | None = None, **kwargs):
         """``PyTorchLightningEstimator.train_model``, after checking that the data yields windows and
@@ -166,14 +191,24 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
                     f"prediction_length = {self.prediction_length}, so it has no validation window"
                 )
         self._target_statistics = (statistics.mean, statistics.scale) if self.standardize else None
+        self._covariate_statistics = {}
+        for field in self._covariate_fields():  # scaled like the target, always: their units are arbitrary
+            fitted = target_statistics(training_data, field=field, rows=self.covariate_counts[field])
+            self._covariate_statistics[field] = [fitted.mean, fitted.scale]
         return super().train_model(training_data, validation_data, **kwargs)
+
+    def _covariate_fields(self) -> list[str]:
+        return [field for field, count in self.covariate_counts.items() if count]
 
     # -- the five PyTorchLightningEstimator hooks --------------------------------------------
 
     def create_transformation(self) -> Transformation:
-        return (
-            SelectFields([FieldName.ITEM_ID, FieldName.INFO, FieldName.START, FieldName.TARGET], allow_missing=True)
+        covariates = self._covariate_fields()
+        transformation = (
+            SelectFields([FieldName.ITEM_ID, FieldName.INFO, FieldName.START, FieldName.TARGET, *covariates],
+                         allow_missing=True)
             + RequireMultivariateTarget()
+            + RequireCovariates({field: self.covariate_counts[field] for field in covariates}, self.prediction_length)
             # float32: PandasDataset keeps float64 columns, and the model's weights are float32.
             + AsNumpyArray(field=FieldName.TARGET, expected_ndim=2)
             + AddObservedValuesIndicator(
@@ -182,6 +217,11 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
                 imputation_method=ForwardFillImputation(),
             )
         )
+        for field in covariates:
+            transformation += AsNumpyArray(field=field, expected_ndim=1 if field == FieldName.FEAT_STATIC_REAL else 2)
+        if FieldName.FEAT_DYNAMIC_REAL in covariates:
+            transformation += RenameFields({FieldName.FEAT_DYNAMIC_REAL: KNOWN_COVARIATES})
+        return transformation
 
     def create_lightning_module(self) -> DAMCHALightningModule:
         if self.standardize and self._target_statistics is None:
@@ -194,6 +234,7 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
             weight_decay=self.weight_decay,
             target_mean=mean,
             target_scale=scale,
+            covariate_statistics=self._covariate_statistics or None,
         )
 
     def create_training_data_loader(
@@ -237,7 +278,7 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
     # -- helpers ------------------------------------------------------------------------------
 
     def _input_names(self) -> list[str]:
-        return [PAST_TARGET, PAST_TIME_MARKS] if self.uses_time_marks else [PAST_TARGET]
+        return input_names(self.uses_time_marks, self.covariate_counts)
 
     def _window_transform(self, mode: str) -> Transformation:
         """Cut (context, horizon) windows, with their time marks if the model reads them."""
@@ -260,7 +301,9 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
             instance_sampler=sampler,
             past_length=self.context_length,
             future_length=self.prediction_length,
-            time_series_fields=[FieldName.OBSERVED_VALUES] + ([TIME_MARKS] if self.uses_time_marks else []),
+            time_series_fields=[FieldName.OBSERVED_VALUES] + ([TIME_MARKS] if self.uses_time_marks else [])
+            + [KNOWN_COVARIATES if f == FieldName.FEAT_DYNAMIC_REAL else f
+               for f in self._covariate_fields() if f != FieldName.FEAT_STATIC_REAL],
         )
         windows = splitter + FillContextPadding(self.uses_time_marks, self.time_features_freq)
         if self.uses_time_marks:
@@ -274,8 +317,10 @@ class TargetStatistics(NamedTuple):
     longest: int  # steps in the longest entry
 
 
-def target_statistics(dataset: Dataset) -> TargetStatistics:
-    """Per-variate mean and population standard deviation over all entries' targets (N, T), NaNs skipped.
+def target_statistics(dataset: Dataset, *, field: str = FieldName.TARGET, rows: int | None = None) -> TargetStatistics:
+    """Per-variate mean and population standard deviation over all entries' targets (N, T), NaNs skipped;
+    with ``field``, of another field of ``rows`` rows (covariates [F, T]; ``feat_static_real`` [S]:
+    over the entries).
 
     Each entry's centred statistics are merged with Chan et al.'s pairwise update, which stays
     exact where ``E[x²] − E[x]²`` cancels (a level of 1e9 with a spread of 0.01). A variate with
@@ -285,7 +330,11 @@ def target_statistics(dataset: Dataset) -> TargetStatistics:
     count = mean = squares = None  # running count, mean and sum of squared deviations, [N] each
     longest = 0
     for entry in dataset:
-        target = np.asarray(entry[FieldName.TARGET], dtype=np.float64)
+        if field != FieldName.TARGET:
+            target = np.asarray(entry[field], dtype=np.float64).reshape(rows, -1)
+            target = target[:, : np.shape(entry[FieldName.TARGET])[-1]]  # training rows only, not a horizon beyond
+        else:
+            target = np.asarray(entry[FieldName.TARGET], dtype=np.float64)
         if target.ndim != 2:
             raise DataError(
                 f"entry {entry.get(FieldName.ITEM_ID)!r}: target has shape {target.shape}; DAMCHAEstimator needs "

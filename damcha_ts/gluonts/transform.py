@@ -39,6 +39,48 @@ class RequireMultivariateTarget(MapTransformation):
         return data
 
 
+class RequireCovariates(MapTransformation):
+    """Each covariate field the model reads is in every entry with its shape (GluonTS's
+    ``describe_inputs`` check, done per entry with a message naming entry and field):
+    ``feat_dynamic_real`` [F, >= T] in training and [F, >= T + H] for a forecast (its horizon values
+    are known in advance), ``past_feat_dynamic_real`` [P, >= T], ``feat_static_real`` [S]; finite
+    values over those steps.
+
+    Args:
+        counts: field -> number of covariates the model reads.
+        prediction_length: H.
+    """
+
+    @validated()
+    def __init__(self, counts: dict[str, int], prediction_length: int) -> None:
+        self.counts = counts
+        self.prediction_length = prediction_length
+
+    def map_transform(self, data: DataEntry, is_train: bool) -> DataEntry:
+        item = data.get(FieldName.ITEM_ID)
+        steps = np.shape(data[FieldName.TARGET])[-1]
+        for field, count in self.counts.items():
+            if field not in data:
+                raise DataError(f"entry {item!r} has no {field!r}; the model was trained with {count} of them "
+                                f"(give every entry its {field})")
+            values = np.asarray(data[field], dtype=np.float64)
+            if field == FieldName.FEAT_STATIC_REAL:
+                if values.shape != (count,):
+                    raise DataError(f"entry {item!r}: {field} has shape {values.shape}; expected ({count},)")
+            else:
+                forecast = field == FieldName.FEAT_DYNAMIC_REAL and not is_train
+                length = steps + (self.prediction_length if forecast else 0)
+                if values.ndim != 2 or values.shape[0] != count or values.shape[1] < length:
+                    what = (f"the {steps} steps of the target and the {self.prediction_length} forecast steps "
+                            "(known in advance)") if forecast else f"the {steps} steps of the target"
+                    raise DataError(f"entry {item!r}: {field} has shape {values.shape}; expected ({count}, {length}): "
+                                    f"one row per covariate, one column for each of {what}")
+            values = values[..., :length] if values.ndim == 2 else values
+            if not np.isfinite(values).all():
+                raise DataError(f"entry {item!r}: {field} holds NaN/inf values ({int((~np.isfinite(values)).sum())})")
+        return data
+
+
 class ForwardFillImputation(MissingValueImputation):
     """Each variate's missing values take its last observed value; a leading gap takes the mean of
     its observed values (not the first one, which would put a training window's own future into
