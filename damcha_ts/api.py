@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from damcha_ts.data.covariates import covariate_settings
 from damcha_ts.data.layout import describe_input, input_columns
 from damcha_ts.data.options import PROTOCOL_KEYS, ReadOptions
 from damcha_ts.errors import ConfigError
@@ -62,6 +63,10 @@ class Forecaster:
             summary or logging-interval warning. True: those too, and fit's parameter and window counts.
         nonnegative: keep every forecast (point, quantiles, intervals) at or above 0, for counts,
             sales and other quantities that cannot be negative; saved with the model.
+        past_covariates, future_covariates: columns of the data the model reads and never forecasts
+            or scores: past ones are observed up to the forecast origin, future ones are known over
+            the horizon too (calendars, prices, promotions; ``predict(future=frame)`` gives them).
+        static_covariates: per-entity constants; they need many-entity data, not supported yet.
         **model_hyperparameters: model config keys (``d_model``, ``e_layers``, ``n_heads``,
             ``dropout``, DAMCHA options...) and other training keys (``patience``,
             ``lr_schedule``, ``weight_decay``, ``variate_fraction``...).
@@ -78,7 +83,10 @@ class Forecaster:
                  freq: str | None = None, random_state: int = _DEFAULT["seed"], max_epochs: int = _DEFAULT["max_epochs"],
                  batch_size: int = _DEFAULT["batch_size"], learning_rate: float = _DEFAULT["learning_rate"],
                  trainer_kwargs: Mapping[str, Any] | None = None, quantiles: Sequence[float] | None = None,
-                 verbose: bool = False, nonnegative: bool = False, **model_hyperparameters: Any):
+                 verbose: bool = False, nonnegative: bool = False, past_covariates: Sequence[str] | None = None,
+                 future_covariates: Sequence[str] | None = None, static_covariates: Sequence[str] | None = None,
+                 **model_hyperparameters: Any):
+        self._configured_data = covariate_settings(past_covariates, future_covariates, static_covariates)
         self.model_config, self.training = _settings(
             model, horizon, lookback, random_state, max_epochs, batch_size, learning_rate, quantiles,
             **model_hyperparameters,
@@ -95,7 +103,6 @@ class Forecaster:
         self.quantiles = None if self.training.quantiles is None else tuple(self.training.quantiles)
         # Data settings: what the last fit used (saved with the model); refits start from _configured_data.
         self.data_config: dict[str, Any] = {}
-        self._configured_data: dict[str, Any] = {}
         self.model_: Any = None
         self.meta_: Any = None
         self.fit_result_: dict = {}
@@ -119,7 +126,7 @@ class Forecaster:
         forecaster = cls(name, horizon=horizon, lookback=lookback, trainer_kwargs=trainer_kwargs, **model,
                          **_keywords(resolved["training"]))
         forecaster.data_config = {k: v for k, v in data.items() if k not in ("seq_len", "pred_len")}
-        forecaster._configured_data = dict(forecaster.data_config)
+        forecaster._configured_data = {**forecaster._configured_data, **forecaster.data_config}
         return forecaster
 
     # ------------------------------------------------------------------ fitting
@@ -141,7 +148,7 @@ class Forecaster:
         return _fit(self, data, refit, data_options)
 
     # ------------------------------------------------------------------ forecasting
-    def predict(self, data: Any = None, *, level: Any = None, **data_options: Any):
+    def predict(self, data: Any = None, *, future: Any = None, level: Any = None, **data_options: Any):
         """Forecast the ``horizon`` steps after the end of ``data`` (default: the fitted data).
 
         Returns the input's kind: a wide DataFrame indexed by the future timestamps, a long DataFrame
@@ -155,10 +162,13 @@ class Forecaster:
         ``level=[80, 95]`` (percentages) adds split-conformal intervals calibrated on the validation
         windows: ``OT-lo-80`` / ``OT-hi-80`` (wide), ``value-lo-80`` (long), ``"lo-80"`` keys (NumPy);
         see :mod:`damcha_ts.forecasting.intervals` (CQR for a model trained with the level's quantiles).
+
+        ``future``: for a model with ``future_covariates``, their values at the forecast timestamps (a
+        wide frame indexed by them, one column per future covariate); :meth:`future_timestamps` says which.
         """
         from damcha_ts.forecasting import predict
 
-        return predict(self._predictor("predict"), data, level=level, **data_options)
+        return predict(self._predictor("predict"), data, future=future, level=level, **data_options)
 
     def future_timestamps(self, last: pd.Timestamp) -> pd.DatetimeIndex:
         """The ``horizon`` timestamps after ``last`` at the fitted frequency."""
@@ -228,14 +238,14 @@ class Forecaster:
 
     def plot(self, data: Any = None, *, truth: Any = None, variates: Sequence[str] | None = None,
              history_steps: int | None = None, path: str | Path | None = None, ax=None, level: Any = None,
-             **data_options: Any):
+             future: Any = None, **data_options: Any):
         """Plot history, forecast and (when given) the truth of one or more variates.
 
         ``truth``: a wide DataFrame indexed by the forecast timestamps, or an array ``[H, N]``.
-        ``level=[80, 95]`` shades the calibrated intervals (see :meth:`predict`).
+        ``level=[80, 95]`` shades the calibrated intervals, ``future`` is as in :meth:`predict`.
         Saves to ``path`` when given. Needs matplotlib (``pip install damcha-ts[plot]``).
         """
-        return _plot(self, data, truth, variates, history_steps, path, ax, level, data_options)
+        return _plot(self, data, truth, variates, history_steps, path, ax, level, future, data_options)
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:
@@ -308,6 +318,7 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
     windows = {split: series.window_count(split) for split in ("train", "val", "test")}
     series, result, facts = _fit_model(forecaster, series, refit=refit)
     forecaster.model_ = result.module.model.cpu().eval()
+    forecaster.model_config = _with_counts(forecaster.model_config, result.module.model)
     input_options["input_columns"] = input_columns(data, options, series)
     forecaster.data_config = _data_settings(data, options)
     forecaster.meta_ = SeriesMeta.from_series(
@@ -351,7 +362,9 @@ def _load(cls: type[Forecaster], directory: str | Path, map_location: str) -> Fo
 
     loaded = load_model_dir(model_directory(directory), map_location=map_location)
     model, meta = loaded.model, loaded.meta  # a quantile model comes back wrapped, its horizon checked
-    model_config = {k: v for k, v in model.config.__dict__.items() if k not in ("seq_len", "pred_len")}
+    # The covariate counts come from the saved columns (the constructor takes names, not counts).
+    model_config = {k: v for k, v in model.config.__dict__.items()
+                    if k not in ("seq_len", "pred_len") and not k.endswith("_covariates")}
     forecaster = cls(model.name, horizon=meta.pred_len, lookback=meta.seq_len, freq=meta.freq, **model_config,
                      **_keywords(loaded.training))
     forecaster.model_, forecaster.meta_, forecaster.fit_result_ = model, meta, loaded.metrics
@@ -394,8 +407,9 @@ def _backtest(forecaster: Forecaster, data: Any, n_windows: int, step: int | Non
 
 
 def _plot(forecaster: Forecaster, data: Any, truth: Any, variates: Sequence[str] | None, history_steps: int | None,
-          path: str | Path | None, ax, level: Any, data_options: Mapping[str, Any]):
+          path: str | Path | None, ax, level: Any, future: Any, data_options: Mapping[str, Any]):
     """Forecaster.plot (see there)."""
+    from damcha_ts.forecasting.history import future_values
     from damcha_ts.forecasting.intervals import check_levels, require_calibration
     from damcha_ts.forecasting.predict import stored_history
     from damcha_ts.plotting import plot_prediction
@@ -403,8 +417,9 @@ def _plot(forecaster: Forecaster, data: Any, truth: Any, variates: Sequence[str]
     predictor = forecaster._predictor("plot")
     require_calibration(predictor, check_levels(level))
     values, stamps = stored_history(predictor) if data is None else history_from(forecaster.meta_, data, data_options)[2:]
+    future_rows = future_values(forecaster.meta_, future, predictor.future_timestamps(stamps[-1]))
     return plot_prediction(predictor, values, stamps, truth=truth, variates=variates, history_steps=history_steps,
-                           path=path, ax=ax, title=forecaster.model_config["name"], level=level)
+                           path=path, ax=ax, title=forecaster.model_config["name"], level=level, future=future_rows)
 
 
 def _settings(
@@ -458,6 +473,15 @@ def _model_config(model: str, lookback: int, horizon: int, options: Mapping[str,
 
     model_spec(model, where="model")  # named as the constructor's argument
     return resolve_model_config({"name": model, **options, "seq_len": lookback, "pred_len": horizon})
+
+
+def _with_counts(model_config: Mapping[str, Any], model) -> dict:
+    """``model_config`` with the covariate counts the trained ``model`` was built with (the data's)."""
+    from damcha_ts.models.base import COVARIATE_KINDS
+
+    point_model = getattr(model, "point_model", model)
+    counts = {f"{k}_covariates": getattr(point_model.config, f"{k}_covariates") for k in COVARIATE_KINDS}
+    return {**model_config, **{k: v for k, v in counts.items() if v or k in model_config}}
 
 
 def _flag(value: Any, name: str) -> bool:
@@ -521,7 +545,7 @@ def _fit_model(forecaster: Forecaster, series, *, refit: bool = False):
 
 def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd.DatetimeIndex, *,
                       calibrated: bool = False):
-    """(a Predictor trained as ``fit`` trains, on exactly these raw rows [T, C] in model column order,
+    """(a Predictor trained as ``fit`` trains, on exactly these raw rows [T, K] of ``meta.history_columns``,
     its ``fit_result_`` facts): the model of one ``cross_validation(refit=...)`` window;
     ``calibrated``: with its calibration on its validation tail (for ``level=``)."""
     from damcha_ts.data import prepare
@@ -531,8 +555,9 @@ def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd
 
     meta = forecaster.meta_
     saved = meta.data_config or {}
-    frame = pd.DataFrame(values, index=pd.DatetimeIndex(timestamps), columns=list(meta.columns))
-    options = {key: saved[key] for key in ("val_size", *ReadOptions.ALWAYS) if saved.get(key) is not None}
+    frame = pd.DataFrame(values, index=pd.DatetimeIndex(timestamps), columns=list(meta.history_columns))
+    options = {key: saved[key] for key in ("val_size", "past_covariates", "future_covariates", *ReadOptions.ALWAYS)
+               if saved.get(key) is not None}
     # The model's column order is prepare's (the target last), so the last column keeps it there.
     series = prepare(frame, seq_len=forecaster.lookback, pred_len=forecaster.horizon, features=meta.features,
                      target=str(meta.columns[-1]), time_features_freq=meta.time_features_freq or meta.freq,
@@ -634,12 +659,12 @@ def _evaluation_series(forecaster: Forecaster, data: Any, borders: Any, data_opt
 
 
 def _backtest_rows(forecaster: Forecaster, data: Any, data_options: Mapping[str, Any]):
-    """(raw values [T, C] in model column order, timestamps [T], the input's layout options) of
-    ``data``, or of the training series without data."""
+    """(raw values [T, K] of ``meta.history_columns``: model columns, then covariates; timestamps [T];
+    the input's layout options) of ``data``, or of the training series without data."""
     if data is None:
         series = forecaster._series
         if series is None:
             raise ConfigError("backtest() needs data: this model was loaded without its training series")
-        return series.values, series.timestamps, forecaster.meta_.input_options
+        return series.history_rows(), series.timestamps, forecaster.meta_.input_options
     _, input_options, frame = load_history(forecaster.meta_, data, data_options)
-    return frame[forecaster.meta_.columns].to_numpy(dtype=np.float64), frame.index, input_options
+    return frame[forecaster.meta_.history_columns].to_numpy(dtype=np.float64), frame.index, input_options

@@ -94,15 +94,18 @@ def plot_prediction(
     ax=None,
     title: str | None = None,
     level: Any = None,
+    future: np.ndarray | None = None,
 ):
-    """Plot a history ([L, C] raw values, model column order, and timestamps), the
-    :class:`~damcha_ts.forecasting.Predictor`'s forecast after it and, when given, the ``truth``
-    (a wide frame indexed by the forecast timestamps, or an array ``[H, C_out]``); ``level``
-    (percentages) shades the predictor's calibrated intervals."""
+    """Plot a history ([L, K] raw values of ``meta.history_columns``: model columns, then covariates;
+    and timestamps), the :class:`~damcha_ts.forecasting.Predictor`'s forecast after it (``future``
+    [H, F]: the future covariates' values) and, when given, the ``truth`` (a wide frame indexed by
+    the forecast timestamps, or an array ``[H, C_out]``); ``level`` (percentages) shades the
+    predictor's calibrated intervals. Covariates are not drawn."""
     from damcha_ts.forecasting.intervals import check_levels, with_intervals
 
-    forecast = with_intervals(predictor, predictor.forecast_after(values, timestamps), check_levels(level))
-    history = pd.DataFrame(values, index=timestamps, columns=list(predictor.meta.columns))
+    forecast = with_intervals(predictor, predictor.forecast_after(values, timestamps, future), check_levels(level))
+    columns = list(predictor.meta.columns)
+    history = pd.DataFrame(np.asarray(values)[:, : len(columns)], index=timestamps, columns=columns)
     point = pd.DataFrame(forecast.point, index=forecast.timestamps, columns=forecast.columns)
     if truth is not None and not isinstance(truth, pd.DataFrame):
         truth = pd.DataFrame(np.asarray(truth, dtype=np.float64), index=forecast.timestamps, columns=forecast.columns)

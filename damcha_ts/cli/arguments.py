@@ -29,7 +29,7 @@ def add_csv_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--value-col", help="value column of a long CSV")
     group.add_argument("--fill", choices=("ffill", "interpolate", "zero"), help="how to fill NaN/inf values")
     group.add_argument("--allow-irregular", action="store_true", help="keep duplicate or off-step timestamps")
-    group.add_argument("--ignore", type=_column_list, metavar="COL[,COL...]",
+    group.add_argument("--ignore", type=column_list, metavar="COL[,COL...]",
                        help="columns to leave out (a long CSV holds only its id, time and value columns)")
     group.add_argument("--sep", type=_separator, metavar="CHAR",
                        help="the CSV delimiter, e.g. ';' or '\\t' (default: detected from the header among , ; tab |)")
@@ -46,7 +46,7 @@ def csv_options(args: argparse.Namespace) -> dict:
     return options
 
 
-def _column_list(text: str) -> list[str]:
+def column_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",")]
     if not all(names):
         raise argparse.ArgumentTypeError(f"{text!r}: give column names separated by commas, e.g. temp,humidity")

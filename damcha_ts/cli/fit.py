@@ -33,6 +33,7 @@ from damcha_ts.cli.arguments import (
     add_overrides_argument,
     add_scale_out_arguments,
     add_trainer_argument,
+    column_list,
     csv_options,
     scale_out_settings,
     trainer_kwargs,
@@ -57,6 +58,10 @@ def register(subparsers) -> None:
                         help="validation tail: rows (e.g. 500) or a fraction (e.g. 0.1) of the series")
     source.add_argument("--test-size", type=float, metavar="ROWS_OR_FRACTION",
                         help="test tail: rows or a fraction (the run scores it, so it must hold windows)")
+    for kind, what in (("past", "observed up to the forecast origin"), ("future", "known over the horizon too"),
+                       ("static", "constant per entity (not supported yet)")):
+        source.add_argument(f"--{kind}-covariates", type=column_list, metavar="COL[,COL...]",
+                            help=f"columns the model reads and never forecasts, {what}")
     add_overrides_argument(source)
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--resume", action="store_true", help="continue from DIR/checkpoints/last.ckpt")
@@ -77,8 +82,12 @@ def resolve_cli_config(args: argparse.Namespace):
     from damcha_ts.errors import ConfigError
     from damcha_ts.training import RunConfig
 
+    from damcha_ts.data.covariates import covariate_settings
+
     sizes = {key: getattr(args, key) for key in ("val_size", "test_size") if getattr(args, key) is not None}
-    data = {**({"seq_len": args.lookback} if args.lookback is not None else {}), **sizes, **csv_options(args)}
+    covariates = covariate_settings(args.past_covariates, args.future_covariates, args.static_covariates)
+    data = {**({"seq_len": args.lookback} if args.lookback is not None else {}), **sizes, **covariates,
+            **csv_options(args)}
     updates = {"data": data, "training": scale_out_settings(args)}
     if args.config:
         if args.data or args.model:
@@ -146,10 +155,11 @@ def write_forecast_plot(out_dir: Path, series) -> Path:
     forecaster = Forecaster.load(out_dir)
     L, H = series.seq_len, series.pred_len
     end = series.borders["test"][1]
-    frame = pd.DataFrame(series.values, index=series.timestamps, columns=series.columns)
-    history, truth = frame.iloc[end - H - L : end - H], frame.iloc[end - H : end]
+    frame = pd.DataFrame(series.history_rows(), index=series.timestamps, columns=series.history_columns)
+    history, truth = frame.iloc[end - H - L : end - H], frame[series.columns].iloc[end - H : end]
+    future = frame[forecaster.meta_.future_covariates].iloc[end - H : end] if forecaster.meta_.future_covariates else None
     path = out_dir / "forecast.png"
-    forecaster.plot(history, truth=truth, path=path, allow_irregular=True)
+    forecaster.plot(history, truth=truth, path=path, future=future, allow_irregular=True)
     return path
 
 

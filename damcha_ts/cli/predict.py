@@ -5,7 +5,8 @@ recent history in the layout the model was fitted on: wide (a time column and th
 columns) or long (``--id-col``, ``--time-col``, ``--value-col``). Without ``--input`` the forecast
 continues the data the model was trained on. The output CSV has the ``horizon`` rows after the last
 input timestamp, in the input's layout. With ``--json`` stdout holds one JSON object describing it.
-``--level 80 95`` adds calibrated prediction intervals: ``<variate>-lo-80`` / ``<variate>-hi-80``
+A model fitted with ``--future-covariates`` needs ``--future CSV``: those columns at the forecast
+timestamps (``damcha-ts predict`` says which when it is missing). ``--level 80 95`` adds calibrated prediction intervals: ``<variate>-lo-80`` / ``<variate>-hi-80``
 columns (wide), ``<value column>-lo-80`` / ``-hi-80`` (long); see ``damcha_ts.forecasting.intervals``.
 """
 
@@ -32,6 +33,9 @@ def register(subparsers) -> None:
     add_model_dir_argument(parser)
     parser.add_argument("--input", metavar="CSV", help="history CSV (default: continue the training data)")
     parser.add_argument("--output", metavar="CSV", help="forecast CSV to write (default: print the CSV on stdout; with --json, print it on stderr)")
+    parser.add_argument("--future", metavar="CSV",
+                        help="values of the model's future covariates at the forecast timestamps (a time column and "
+                             "those columns), for a model fitted with --future-covariates")
     parser.add_argument("--level", metavar="PERCENT", type=float, nargs="+",
                         help="prediction interval levels in percent, e.g. --level 80 95 (calibrated on validation windows)")
     add_csv_arguments(parser)
@@ -50,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_output_path(args, meta.data_config)
     options = csv_options(args)
+    future = None
+    if args.future is not None:
+        from damcha_ts.data.frames import read_csv_frame
+
+        future = read_csv_frame(args.future, sep=options.get("sep", meta.input_options.get("sep")))
     if args.input is None:
         if meta.input_kind == "numpy":
             from damcha_ts.errors import DataError
@@ -58,14 +67,14 @@ def run(args: argparse.Namespace) -> int:
                 f"--model {args.model} was fitted on a NumPy array, which has no CSV layout to continue; "
                 "pass the recent history with --input history.csv"
             )
-        forecast = predict(predictor, level=level)
+        forecast = predict(predictor, future=future, level=level)
     else:
         from damcha_ts.data.frames import read_csv_frame
 
         # Read as a frame so that the forecast comes back in the file's own layout; errors about
         # it still name the file and line.
         sep = options.get("sep", meta.input_options.get("sep"))  # as given at fit time
-        forecast = predict(predictor, read_csv_frame(args.input, sep=sep), level=level, **options)
+        forecast = predict(predictor, read_csv_frame(args.input, sep=sep), future=future, level=level, **options)
     # Wide forecasts are indexed by their timestamps; long ones carry a time column.
     wide = isinstance(forecast.index, pd.DatetimeIndex)
     if args.output:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from damcha_ts.data.protocol import StandardScaler
+from damcha_ts.data.scaling import StandardScaler
 from damcha_ts.errors import ConfigError
 
 KINDS = ("past", "future")
@@ -31,6 +32,7 @@ class CovariateSeries:
 
     past_columns: list[str]
     future_columns: list[str]
+    values: np.ndarray  # [T, P + F] float64, raw scale: the past columns, then the future ones
     past: np.ndarray | None  # [T, P] float32, z-scored with the train rows' statistics; None without
     future: np.ndarray | None  # [T, F] float32, likewise
     scaler: StandardScaler  # of the past columns, then the future ones
@@ -42,6 +44,10 @@ class CovariateSeries:
     def counts(self) -> dict[str, int]:
         """The model config's covariate counts: ``{"past_covariates": P, "future_covariates": F}``."""
         return {"past_covariates": len(self.past_columns), "future_covariates": len(self.future_columns)}
+
+    def rescaled(self, train_rows: tuple[int, int]) -> CovariateSeries:
+        """The same columns scaled with the statistics of other train rows (a refit's)."""
+        return _scaled(self.values, self.past_columns, self.future_columns, train_rows)
 
 
 def covariate_names(past: Sequence[str] | str | None, future: Sequence[str] | str | None) -> dict[str, list[str]]:
@@ -65,6 +71,18 @@ def covariate_names(past: Sequence[str] | str | None, future: Sequence[str] | st
     return names
 
 
+def covariate_settings(past: Any, future: Any, static: Any = None) -> dict:
+    """``{"past_covariates": [...], "future_covariates": [...]}`` (kinds given only), the data
+    settings of the ``Forecaster`` keywords and the ``--past-covariates`` flags alike."""
+    if static:
+        raise ConfigError(
+            f"static_covariates={static!r}: static covariates are constant per entity, and many-entity data "
+            "(entity_col=) is not supported yet; give them as future_covariates columns (constant over time) instead"
+        )
+    names = covariate_names(past, future)
+    return {f"{kind}_covariates": names[kind] for kind in KINDS if names[kind]}
+
+
 def take_covariates(frame: pd.DataFrame, names: dict[str, list[str]], target: str | None, label: str) -> pd.DataFrame:
     """The covariate columns of ``frame`` (past, then future), refused when missing or the target."""
     available = [str(c) for c in frame.columns]
@@ -86,13 +104,18 @@ def scale_covariates(covariates: pd.DataFrame, names: dict[str, list[str]], trai
                      used_rows: int) -> CovariateSeries:
     """z-score the covariate columns with the statistics of ``train_rows`` (as the targets are)."""
     values = np.ascontiguousarray(covariates.iloc[:used_rows].to_numpy(dtype=np.float64))
+    return _scaled(values, names["past"], names["future"], train_rows)
+
+
+def _scaled(values: np.ndarray, past: Sequence[str], future: Sequence[str], train_rows: tuple[int, int]) -> CovariateSeries:
     scaler = StandardScaler.fit(values[train_rows[0] : train_rows[1]])
     scaled = scaler.transform(values).astype(np.float32)
-    n_past = len(names["past"])
+    n_past = len(past)
     return CovariateSeries(
-        past_columns=list(names["past"]),
-        future_columns=list(names["future"]),
+        past_columns=list(past),
+        future_columns=list(future),
+        values=values,
         past=np.ascontiguousarray(scaled[:, :n_past]) if n_past else None,
-        future=np.ascontiguousarray(scaled[:, n_past:]) if names["future"] else None,
+        future=np.ascontiguousarray(scaled[:, n_past:]) if future else None,
         scaler=scaler,
     )

@@ -147,9 +147,14 @@ class ProtocolOptions:
     # trains on everything but the validation tail. None: the default split's size.
     val_size: int | float | None = None
     test_size: int | float | None = None
+    # Columns the model reads and never forecasts or scores (data/covariates.py): ``past_covariates``
+    # are known up to the forecast origin, ``future_covariates`` over the horizon too.
+    past_covariates: tuple[str, ...] | None = None
+    future_covariates: tuple[str, ...] | None = None
 
     #: Written into a run's data section only when given, so that configs without them hash as before.
-    GIVEN_ONLY = ("val_size", "test_size")
+    GIVEN_ONLY = ("val_size", "test_size", "past_covariates", "future_covariates")
+    SIZES = ("val_size", "test_size")
 
     def __post_init__(self) -> None:
         for name in ("seq_len", "pred_len"):
@@ -157,12 +162,12 @@ class ProtocolOptions:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"data.{name} must be a positive integer, got {value!r}")
         check_features(self.features)
-        for name in self.GIVEN_ONLY:
+        for name in self.SIZES:
             check_size(name, getattr(self, name), where="data.")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, where: str = "data") -> ProtocolOptions:
-        return cls(**_typed_fields(cls, values, where))
+        return cls(**_typed_fields(cls, values, where, lists=("past_covariates", "future_covariates")))
 
     def keywords(self) -> dict:
         """``prepare``'s protocol keywords, every one (defaults included) but ``val_size`` and

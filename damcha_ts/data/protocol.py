@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from damcha_ts.data.covariates import CovariateSeries, covariate_names, scale_covariates, take_covariates
 from damcha_ts.data.frames import Source, check_freq, frame_info, load_frame
 from damcha_ts.data.options import check_features, check_size
 from damcha_ts.data.registry import SPLIT_KINDS, get_spec
+from damcha_ts.data.scaling import StandardScaler
 from damcha_ts.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -30,50 +32,6 @@ _ETT_MONTH_HOURS = 30 * 24
 CUSTOM_FRACTIONS = (0.7, 0.1, 0.2)
 
 Borders = dict[str, tuple[int, int]]
-
-
-class StandardScaler:
-    """Per-column z-scoring with the population std (ddof=0), as sklearn's StandardScaler.
-
-    A constant column gets scale 1 (sklearn does the same) so it maps to zeros instead of NaN.
-    ``transform`` / ``inverse_transform`` accept NumPy arrays or torch tensors whose last axis
-    holds the columns.
-    """
-
-    def __init__(self, mean: np.ndarray, scale: np.ndarray):
-        self.mean_ = np.asarray(mean, dtype=np.float64)
-        self.scale_ = np.asarray(scale, dtype=np.float64)
-
-    @classmethod
-    def fit(cls, values: np.ndarray) -> StandardScaler:
-        """Fit on ``values`` [T, C] (the train rows)."""
-        values = np.asarray(values, dtype=np.float64)
-        scale = values.std(axis=0)
-        return cls(values.mean(axis=0), np.where(scale == 0.0, 1.0, scale))
-
-    def select(self, columns: int | slice | Sequence[int]) -> StandardScaler:
-        """The scaler of a subset of columns, e.g. ``select([-1])`` for the MS target."""
-        if isinstance(columns, int):
-            columns = [columns]
-        return StandardScaler(self.mean_[columns], self.scale_[columns])
-
-    def _stats_like(self, x):
-        if isinstance(x, np.ndarray):
-            return self.mean_, self.scale_
-        import torch
-
-        as_tensor = lambda a: torch.as_tensor(a, dtype=x.dtype, device=x.device)  # noqa: E731
-        return as_tensor(self.mean_), as_tensor(self.scale_)
-
-    def transform(self, x):
-        """(x - mean) / scale over the last axis [..., C]."""
-        mean, scale = self._stats_like(x)
-        return (x - mean) / scale
-
-    def inverse_transform(self, x):
-        """x * scale + mean over the last axis [..., C]: back to the raw scale."""
-        mean, scale = self._stats_like(x)
-        return x * scale + mean
 
 
 @dataclass
@@ -107,10 +65,13 @@ class SeriesData:
     total_rows: int = 0
     time_features_freq: str = "h"
     mark_names: list[str] = field(default_factory=list)
-    # The last seq_len rows of the whole source, raw scale, model column order: where a forecast of
-    # what comes next starts. For ETT they lie past the protocol's rows; elsewhere they end ``values``.
+    # The last seq_len rows of the whole source, raw scale, in ``history_columns`` order: where a
+    # forecast of what comes next starts. For ETT they lie past the protocol's rows; elsewhere they
+    # end ``values``.
     latest_values: np.ndarray | None = None
     latest_timestamps: pd.DatetimeIndex | None = None
+    # Past and future covariates (read, never forecast or scored), or None without.
+    covariates: CovariateSeries | None = None
 
     def window_count(self, split: str) -> int:
         """Number of stride-1 windows in ``split``: rows - seq_len - pred_len + 1 (protocol §1.3);
@@ -127,6 +88,18 @@ class SeriesData:
     @property
     def n_variates(self) -> int:
         return len(self.columns)
+
+    @property
+    def history_columns(self) -> list[str]:
+        """The columns a forecast reads, in the order of every history table: the model columns,
+        then the past and the future covariates."""
+        return [*self.columns, *(self.covariates.columns if self.covariates is not None else [])]
+
+    def history_rows(self) -> np.ndarray:
+        """Raw values [T, len(history_columns)] of every used row (``values`` and the covariates')."""
+        if self.covariates is None:
+            return self.values
+        return np.concatenate([self.values, self.covariates.values], axis=1)
 
     @property
     def target_only(self) -> bool:
@@ -241,7 +214,8 @@ def train_on_train_and_val(series: SeriesData) -> SeriesData:
     border1, _ = series.borders["train"]
     borders = {**series.borders, "train": (border1, series.borders["val"][1])}
     scaler = StandardScaler.fit(series.values[borders["train"][0] : borders["train"][1]])
-    return dataclasses.replace(series, borders=borders, scaler=scaler,
+    covariates = None if series.covariates is None else series.covariates.rescaled(borders["train"])
+    return dataclasses.replace(series, borders=borders, scaler=scaler, covariates=covariates,
                                scaled=scaler.transform(series.values).astype(np.float32))
 
 
@@ -288,6 +262,8 @@ def prepare(
     test_size=None,
     fill: str | None = None,
     allow_irregular: bool = False,
+    past_covariates: Sequence[str] | None = None,
+    future_covariates: Sequence[str] | None = None,
     **load_options,
 ) -> SeriesData:
     """Load ``source`` and apply the protocol: the one entry point for benchmark and user data.
@@ -304,16 +280,24 @@ def prepare(
     moved last whenever it exists (TSLib's column order); S and MS require it.
     ``time_features_freq`` is ``"h"`` (benchmark convention: 4 marks for every dataset) or None to
     use the data's own frequency, or any pandas frequency alias.
+    ``past_covariates`` / ``future_covariates`` name columns the model reads and never forecasts or
+    scores (see :mod:`damcha_ts.data.covariates`): scaled with the train rows' statistics, kept in
+    ``SeriesData.covariates``, out of ``columns``.
     """
     for argument, value in (("seq_len", seq_len), ("pred_len", pred_len)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ConfigError(f"{argument} must be a positive integer, got {value!r}")
     check_features(features)
 
+    names = covariate_names(past_covariates, future_covariates)  # checked before the data is read
     frame = load_frame(source, fill=fill, allow_irregular=allow_irregular, **load_options)
     info = frame_info(frame)
     spec = get_spec(info["dataset"]) if info.get("dataset") else None
-    columns = _model_columns(list(frame.columns), features, target, info["name"])
+    covariate_frame = None
+    if names["past"] or names["future"]:
+        covariate_frame = take_covariates(frame, names, target if features != "M" else None, info["name"])
+    named = set(covariate_frame.columns) if covariate_frame is not None else set()
+    columns = _model_columns([c for c in frame.columns if c not in named], features, target, info["name"])
 
     default_kind = spec.split if spec else "custom"
     if val_size is None and test_size is None:
@@ -340,6 +324,8 @@ def prepare(
     timestamps = frame.index[:used]
     marks_freq = time_features_freq if time_features_freq is not None else info["freq"]
     marks, mark_names = time_features(timestamps, marks_freq)
+    covariates = None if covariate_frame is None else scale_covariates(covariate_frame, names, borders["train"], used)
+    history_columns = [*columns, *(covariates.columns if covariates is not None else [])]
     return SeriesData(
         name=info["name"],
         columns=columns,
@@ -359,8 +345,9 @@ def prepare(
         total_rows=len(frame),
         time_features_freq=marks_freq,
         mark_names=mark_names,
-        latest_values=np.ascontiguousarray(frame[columns].iloc[-seq_len:].to_numpy(dtype=np.float64)),
+        latest_values=np.ascontiguousarray(frame[history_columns].iloc[-seq_len:].to_numpy(dtype=np.float64)),
         latest_timestamps=frame.index[-seq_len:],
+        covariates=covariates,
     )
 
 
@@ -403,6 +390,8 @@ def describe(data: SeriesData) -> dict:
         "seq_len": data.seq_len,
         "pred_len": data.pred_len,
         "time_features": data.mark_names,
+        **({} if data.covariates is None else {"past_covariates": data.covariates.past_columns,
+                                               "future_covariates": data.covariates.future_columns}),
         "borders": {split: list(data.borders[split]) for split in SPLITS},
         "windows": {split: data.window_count(split) for split in SPLITS},
     }

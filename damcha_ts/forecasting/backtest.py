@@ -43,8 +43,9 @@ def backtest(
     input_options: Mapping[str, Any] | None = None,
     level: Any = None,
 ) -> pd.DataFrame:
-    """Forecasts from ``n_windows`` cutoffs ``step`` rows apart over raw ``values`` [T, C] (model
-    column order) and their ``timestamps``, as a long frame.
+    """Forecasts from ``n_windows`` cutoffs ``step`` rows apart over raw ``values`` [T, K] (the
+    predictor's ``meta.history_columns``: model columns, then covariates) and their ``timestamps``,
+    as a long frame; future covariates over each horizon are read from the rows after its cutoff.
 
     Columns: id, time, ``cutoff``, the true value and ``forecast`` (names follow the long layout in
     ``input_options``; defaults ``id``, ``date``, ``value``); a quantile model adds
@@ -61,7 +62,9 @@ def backtest(
     step = window_step(n_windows, step, horizon)
     positions = cutoffs(len(values), n_windows, step, lookback, horizon)
     histories = np.stack([values[c - lookback + 1 : c + 1] for c in positions])
-    forecasts, levels = predictor.forecast(histories, [timestamps[c - lookback + 1 : c + 1] for c in positions])
+    n_future = len(predictor.future_covariates)  # known over the horizon: read from the rows after the cutoff
+    future = np.stack([values[c + 1 : c + 1 + horizon, -n_future:] for c in positions]) if n_future else None
+    forecasts, levels = predictor.forecast(histories, [timestamps[c - lookback + 1 : c + 1] for c in positions], future)
     bounds = forecast_intervals(predictor, forecasts, levels, interval_levels) if interval_levels else {}
     columns = predictor.output_columns
     position = {c: i for i, c in enumerate(predictor.meta.columns)}  # a dict: linear in the columns

@@ -26,8 +26,64 @@ def history_from(meta, data: Any, data_options: Mapping[str, Any]):
     lookback = int(meta.seq_len)
     if len(frame) < lookback:
         raise DataError(f"the history has {len(frame)} rows; the model needs lookback={lookback} rows to forecast")
-    values = frame[meta.columns].to_numpy(dtype=np.float64)[-lookback:]
+    values = frame[meta.history_columns].to_numpy(dtype=np.float64)[-lookback:]
     return kind, input_options, values, frame.index[-lookback:]
+
+
+def future_values(meta, future: Any, timestamps: pd.DatetimeIndex) -> np.ndarray | None:
+    """The future covariates' raw values [H, F] over the forecast steps (``timestamps``) from
+    ``predict(future=frame)``: a wide frame indexed by those timestamps (or with a time column), one
+    column per future covariate. None when the model has none and none is given; a DataError naming
+    what is wrong otherwise (missing frame, columns, rows or timestamps, values)."""
+    from damcha_ts.data.frames import TIME_COLUMN_NAMES
+
+    names = list(getattr(meta, "future_covariates", []))
+    if future is None:
+        if names:
+            raise DataError(
+                f"this model reads the future covariates {names}: predict(future=frame) needs their values at the "
+                f"{len(timestamps)} forecast timestamps {timestamps[0]} ... {timestamps[-1]} (a frame indexed by them, "
+                "one column per covariate)",
+                cli=f"this model reads the future covariates {names}: give their values at the {len(timestamps)} "
+                    f"forecast timestamps {timestamps[0]} ... {timestamps[-1]} with --future FILE (a CSV with a time "
+                    "column and those columns)",
+            )
+        return None
+    if not names:
+        raise DataError("future= was given, but this model was fitted without future covariates (future_covariates=[...])")
+    if not isinstance(future, pd.DataFrame):
+        raise DataError(f"future= must be a pandas DataFrame indexed by the forecast timestamps, got {type(future).__name__}")
+    frame = future
+    if not isinstance(frame.index, pd.DatetimeIndex):
+        time_col = meta.input_options.get("time_col")
+        candidates = [c for c in map(str, frame.columns) if c == time_col or c.lower() in TIME_COLUMN_NAMES]
+        if not candidates:
+            raise DataError(f"future=: no DatetimeIndex and no time column (one of {TIME_COLUMN_NAMES}); columns are "
+                            f"{list(map(str, frame.columns))}")
+        frame = frame.set_index(pd.DatetimeIndex(pd.to_datetime(frame[candidates[0]], errors="coerce")))
+        frame = frame.drop(columns=[candidates[0]])
+    given = [str(c) for c in frame.columns]
+    missing, extra = [c for c in names if c not in given], [c for c in given if c not in names]
+    if missing or extra:
+        raise DataError(f"future= must hold exactly the future covariates {names}: missing {missing}, unexpected {extra}")
+    if len(frame) != len(timestamps):
+        raise DataError(f"future= has {len(frame)} rows; the forecast has {len(timestamps)} steps, "
+                        f"{timestamps[0]} ... {timestamps[-1]}")
+    stamps = frame.index
+    if stamps.tz is None and timestamps.tz is not None:
+        stamps = stamps.tz_localize(timestamps.tz)
+    wrong = np.flatnonzero(np.asarray(stamps != timestamps))
+    if wrong.size:
+        i = int(wrong[0])
+        raise DataError(f"future= row {i} is at {frame.index[i]}; forecast step {i + 1} is at {timestamps[i]} "
+                        f"(the steps are {timestamps[0]} ... {timestamps[-1]}, every {meta.freq!r})")
+    values = frame[names].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.argwhere(~np.isfinite(values))
+    if bad.size:
+        i, j = (int(v) for v in bad[0])
+        raise DataError(f"future= column {names[j]!r} row {i} ({frame.index[i]}) holds {frame[names[j]].iloc[i]!r}, "
+                        f"not a finite number ({len(bad)} such values in all)")
+    return values
 
 
 def load_history(meta, data: Any, data_options: Mapping[str, Any]) -> tuple[str, dict, pd.DataFrame]:

@@ -267,21 +267,24 @@ def split_forecasts(predictor, series, split: str, *, windows: np.ndarray | None
     from damcha_ts.data.protocol import scored_slice
 
     if (series.seq_len, series.pred_len) != (predictor.lookback, predictor.horizon) or \
-            list(series.columns) != list(predictor.meta.columns):
+            list(series.history_columns) != list(predictor.meta.history_columns):
         raise DataError(
-            f"the series has lookback {series.seq_len}, horizon {series.pred_len} and columns {list(series.columns)}; "
-            f"the model reads {predictor.lookback}, {predictor.horizon} and {list(predictor.meta.columns)}"
+            f"the series has lookback {series.seq_len}, horizon {series.pred_len} and columns "
+            f"{list(series.history_columns)}; the model reads {predictor.lookback}, {predictor.horizon} and "
+            f"{list(predictor.meta.history_columns)}"
         )
     border1, _ = series.borders[split]
     lookback, horizon = series.seq_len, series.pred_len
     starts = np.arange(series.window_count(split)) if windows is None else np.asarray(windows, dtype=np.int64)
     scored = scored_slice(series.features)
+    table, n_future = series.history_rows(), len(predictor.future_covariates)
     for first in range(0, len(starts), max(1, int(batch_size))):
         rows = border1 + starts[first : first + batch_size]
-        histories = np.stack([series.values[r : r + lookback] for r in rows])
+        histories = np.stack([table[r : r + lookback] for r in rows])
         stamps = [series.timestamps[r : r + lookback] for r in rows]
         truth = np.stack([series.values[r + lookback : r + lookback + horizon] for r in rows])[..., scored]
-        point, quantile_values = predictor.forecast(histories, stamps)
+        future = np.stack([table[r + lookback : r + lookback + horizon, -n_future:] for r in rows]) if n_future else None
+        point, quantile_values = predictor.forecast(histories, stamps, future)
         yield point, quantile_values, truth
 
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.forecasting.history import history_from
+from damcha_ts.forecasting.history import future_values, history_from
 from damcha_ts.forecasting.output import format_forecast
 
 
-def predict(predictor, data: Any = None, *, level: Any = None, **data_options: Any):
+def predict(predictor, data: Any = None, *, future: Any = None, level: Any = None, **data_options: Any):
     """Forecast the ``horizon`` steps after the end of ``data`` (default: the predictor's history,
     written in the fit input's kind); ``data_options`` say how to read ``data`` (see
-    :func:`damcha_ts.forecasting.history.load_history`). ``level`` (percentages, e.g. ``[80, 95]``)
-    adds the calibrated intervals (:mod:`damcha_ts.forecasting.intervals`)."""
+    :func:`damcha_ts.forecasting.history.load_history`). ``future``: the future covariates' values
+    over the forecast steps (:func:`~damcha_ts.forecasting.history.future_values`). ``level``
+    (percentages, e.g. ``[80, 95]``) adds the calibrated intervals (:mod:`damcha_ts.forecasting.intervals`)."""
     from damcha_ts.forecasting.intervals import check_levels, require_calibration, with_intervals
 
     levels = check_levels(level)
@@ -29,7 +30,8 @@ def predict(predictor, data: Any = None, *, level: Any = None, **data_options: A
         kind, input_options = meta.input_kind, meta.input_options
     else:
         kind, input_options, values, stamps = history_from(meta, data, data_options)
-    forecast = with_intervals(predictor, predictor.forecast_after(values, stamps), levels)
+    future_rows = future_values(meta, future, predictor.future_timestamps(stamps[-1]))
+    forecast = with_intervals(predictor, predictor.forecast_after(values, stamps, future_rows), levels)
     return format_forecast(forecast, kind, input_options, meta.input_options.get("input_columns"))
 
 

@@ -104,10 +104,17 @@ class Predictor:
         return pd.date_range(start=last, periods=self.horizon + 1, freq=self.meta.freq, name="date")[1:]
 
     # ------------------------------------------------------------------ forecasting
+    @property
+    def future_covariates(self) -> list[str]:
+        """The covariates whose values over the horizon a forecast needs (``future=``)."""
+        return list(getattr(self.meta, "future_covariates", []))
+
     def forecast(
-        self, histories: np.ndarray, timestamps: Sequence[pd.DatetimeIndex]
+        self, histories: np.ndarray, timestamps: Sequence[pd.DatetimeIndex], future: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Raw-scale histories [B, L, C] (model column order) and their timestamps -> raw forecasts.
+        """Raw-scale histories [B, L, K] (the ``meta.history_columns``: model columns, then the
+        covariates) and their timestamps -> raw forecasts. ``future`` [B, H, F]: the raw values of
+        the future covariates over the horizon, needed when the model has any.
 
         Returns (point [B, H, C_out], levels [B, Q, H, C_out] or None for a point model).
         """
@@ -118,22 +125,22 @@ class Predictor:
 
         meta = self.meta
         histories = np.asarray(histories, dtype=np.float64)
-        expected = (self.lookback, len(meta.columns))
+        expected = (self.lookback, len(meta.history_columns))
         if histories.ndim != 3 or histories.shape[1:] != expected or len(timestamps) != len(histories):
             raise DataError(
                 f"forecast() got histories of shape {histories.shape} and {len(timestamps)} timestamp indexes; "
-                f"the model reads [B, {expected[0]}, {expected[1]}] (lookback rows of {list(meta.columns)}) "
+                f"the model reads [B, {expected[0]}, {expected[1]}] (lookback rows of {list(meta.history_columns)}) "
                 "with one index per history"
             )
+        n_columns = len(meta.columns)
         mean, scale = np.asarray(meta.scaler_mean), np.asarray(meta.scaler_scale)
-        scaled = (histories - mean) / scale
+        scaled = (histories[..., :n_columns] - mean) / scale
         marks = np.stack([time_features(stamps, meta.time_features_freq or meta.freq)[0] for stamps in timestamps])
         device = self.device
+        as_tensor = lambda a: torch.as_tensor(a, dtype=torch.float32, device=device)  # noqa: E731
         with torch.no_grad():
-            out = self.model(
-                torch.as_tensor(scaled, dtype=torch.float32, device=device),
-                torch.as_tensor(marks, dtype=torch.float32, device=device),
-            ).double().cpu().numpy()  # [B, H, C], or [B, Q, H, C] for a quantile model
+            out = self.model(as_tensor(scaled), as_tensor(marks), self._covariates(histories, future, as_tensor))
+            out = out.double().cpu().numpy()  # [B, H, C], or [B, Q, H, C] for a quantile model
         # Variates are the last axis either way; scale > 0 keeps the quantiles in order.
         scored = scored_slice(meta.features)
         out = out[..., scored] * scale[scored] + mean[scored]
@@ -144,9 +151,46 @@ class Predictor:
             return out, None
         return out[:, median_index(self.quantiles)], out
 
-    def forecast_after(self, values: np.ndarray, timestamps: pd.DatetimeIndex) -> Forecast:
-        """One history ([L, C] raw values, [L] timestamps) -> the forecast of the steps after it."""
-        point, levels = self.forecast(np.asarray(values, dtype=np.float64)[None], [timestamps])
+    def _covariates(self, histories: np.ndarray, future: np.ndarray | None, as_tensor):
+        """The model's :class:`~damcha_ts.models.base.Covariates` from the covariate columns of raw
+        ``histories`` [B, L, K] and ``future`` [B, H, F], scaled with the saved covariate scaler."""
+        from damcha_ts.models.base import Covariates
+
+        meta = self.meta
+        past_names, future_names = list(getattr(meta, "past_covariates", [])), self.future_covariates
+        if not future_names and future is not None:
+            raise DataError("future covariate values were given, but this model was fitted without future covariates")
+        if not past_names and not future_names:
+            return None
+        if not future_names:
+            future_scaled = None
+        else:
+            if future is None:
+                raise DataError(
+                    f"this model reads the future covariates {future_names}: give their values over the {self.horizon} "
+                    "forecast steps (predict(future=frame): one row per future timestamp, those columns)"
+                )
+            future = np.asarray(future, dtype=np.float64)
+            if future.shape != (len(histories), self.horizon, len(future_names)):
+                raise DataError(f"future covariate values have shape {future.shape}; expected "
+                                f"[{len(histories)}, {self.horizon}, {len(future_names)}] ({future_names} over the horizon)")
+            if not np.isfinite(future).all():
+                raise DataError(f"the future covariate values {future_names} hold NaN/inf")
+        columns = len(meta.columns)
+        covariate_rows = (histories[..., columns:] - np.asarray(meta.covariate_mean)) / np.asarray(meta.covariate_scale)
+        n_past = len(past_names)
+        if future_names:
+            future_mean = np.asarray(meta.covariate_mean[n_past:])
+            future_scale = np.asarray(meta.covariate_scale[n_past:])
+            future_scaled = np.concatenate([covariate_rows[..., n_past:], (future - future_mean) / future_scale], axis=1)
+        return Covariates(past=as_tensor(covariate_rows[..., :n_past]) if n_past else None,
+                          future=None if future_scaled is None else as_tensor(future_scaled))
+
+    def forecast_after(self, values: np.ndarray, timestamps: pd.DatetimeIndex, future: np.ndarray | None = None) -> Forecast:
+        """One history ([L, K] raw values of ``meta.history_columns``, [L] timestamps; ``future`` [H, F]
+        the future covariates' values) -> the forecast of the steps after it."""
+        point, levels = self.forecast(np.asarray(values, dtype=np.float64)[None], [timestamps],
+                                      None if future is None else np.asarray(future, dtype=np.float64)[None])
         return Forecast(
             point=point[0],
             levels=None if levels is None else levels[0],

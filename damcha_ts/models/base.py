@@ -61,6 +61,15 @@ class Covariates:
     future: Tensor | None = None
     static: Tensor | None = None
 
+    @classmethod
+    def from_batch(cls, batch: dict, device=None) -> Covariates | None:
+        """The ``<kind>_covariates`` entries of a window batch (``data/windows.py``), moved to
+        ``device`` when given; None when the batch has none."""
+        given = {kind: batch[f"{kind}_covariates"] for kind in COVARIATE_KINDS if f"{kind}_covariates" in batch}
+        if device is not None:
+            given = {kind: value.to(device) for kind, value in given.items()}
+        return cls(**given) if given else None
+
 
 def count_parameters(model: nn.Module) -> int:
     """Number of trainable scalars; a module shared by several layers is counted once."""

@@ -75,10 +75,29 @@ class SeriesMeta:
     # Forecasts (and their quantiles and intervals) are clipped at 0 (Forecaster(nonnegative=True));
     # directories saved before this field existed load as False.
     nonnegative: bool = False
+    # Covariate columns (read, never forecast) and the scaler of the past ones, then the future
+    # ones; empty for a model without covariates and for directories saved before them.
+    past_covariates: list[str] = field(default_factory=list)
+    future_covariates: list[str] = field(default_factory=list)
+    covariate_mean: list[float] = field(default_factory=list)
+    covariate_scale: list[float] = field(default_factory=list)
+
+    @property
+    def history_columns(self) -> list[str]:
+        """The columns of a history table, in order: the model columns, then the covariates."""
+        return [*self.columns, *self.past_covariates, *self.future_covariates]
 
     @classmethod
     def from_series(cls, series, *, data_config=None, input_kind="wide", input_options=None) -> SeriesMeta:
+        covariates = getattr(series, "covariates", None)
+        covariate_fields = {} if covariates is None else {
+            "past_covariates": list(covariates.past_columns),
+            "future_covariates": list(covariates.future_columns),
+            "covariate_mean": [float(v) for v in np.asarray(covariates.scaler.mean_)],
+            "covariate_scale": [float(v) for v in np.asarray(covariates.scaler.scale_)],
+        }
         return cls(
+            **covariate_fields,
             columns=[str(c) for c in series.columns],
             freq=str(series.freq),
             features=series.features,
@@ -381,19 +400,14 @@ def _check_series_meta(data: Mapping, path: Path) -> SeriesMeta:
         value = getattr(meta, name)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError(f"{where(name)}={value!r} is not a positive integer")
-    for name in ("scaler_mean", "scaler_scale"):
-        values = getattr(meta, name)
-        if not isinstance(values, list) or len(values) != len(columns):
-            given = f"has length {len(values)}" if isinstance(values, list) else f"is a JSON {_json_type(values)}"
-            raise ConfigError(
-                f"{where(name)} {given}; expected a list of {len(columns)} numbers, one per column {columns}"
-            )
-        for column, value in zip(columns, values):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ConfigError(f"{where(name)} of column {column!r} is {value!r}; expected a finite number")
-            if name == "scaler_scale" and value <= 0:
-                # The forecast is model output * scale + mean: a scale of 0 or below is no scaler.
-                raise ConfigError(f"{where(name)} of column {column!r} is {value!r}; a scale must be > 0")
+    covariates = [*_check_names(meta.past_covariates, where("past_covariates")),
+                  *_check_names(meta.future_covariates, where("future_covariates"))]
+    both = sorted(set(covariates) & set(columns)) or sorted({c for c in covariates if covariates.count(c) > 1})
+    if both:
+        raise ConfigError(f"{path}: data names {both} twice among the columns and covariates")
+    for name, named in (("scaler_mean", columns), ("scaler_scale", columns),
+                        ("covariate_mean", covariates), ("covariate_scale", covariates)):
+        _check_scaler(getattr(meta, name), named, where(name), scale=name.endswith("_scale"))
     if meta.data_config is not None and not isinstance(meta.data_config, dict):
         raise ConfigError(
             f"{where('data_config')} is a JSON {_json_type(meta.data_config)}; expected an object or null"
@@ -409,6 +423,18 @@ def _check_series_meta(data: Mapping, path: Path) -> SeriesMeta:
         if absent:
             raise ConfigError(f"{where('input_options.input_columns')} lacks the model columns {absent}")
     return meta
+
+
+def _check_scaler(values: Any, columns: list[str], where: str, *, scale: bool) -> None:
+    """One finite number per column; a scale > 0 (a forecast is model output * scale + mean)."""
+    if not isinstance(values, list) or len(values) != len(columns):
+        given = f"has length {len(values)}" if isinstance(values, list) else f"is a JSON {_json_type(values)}"
+        raise ConfigError(f"{where} {given}; expected a list of {len(columns)} numbers, one per column {columns}")
+    for column, value in zip(columns, values):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{where} of column {column!r} is {value!r}; expected a finite number")
+        if scale and value <= 0:
+            raise ConfigError(f"{where} of column {column!r} is {value!r}; a scale must be > 0")
 
 
 def _check_names(names: Any, where: str) -> list[str]:
@@ -443,9 +469,11 @@ def _build_saved_model(document: Mapping, meta: SeriesMeta, path: Path) -> tuple
         raise ConfigError(f"{path}: model section: {exc}") from exc
     # A quantile model is saved as its point model, pred_len H·Q (_quantile_model checks H).
     expected = {"seq_len": meta.seq_len} if training.quantiles else {"seq_len": meta.seq_len, "pred_len": meta.pred_len}
+    expected.update(past_covariates=len(meta.past_covariates), future_covariates=len(meta.future_covariates))
     for name, value in expected.items():
         if getattr(model.config, name) != value:
-            raise ConfigError(f"{path}: model.{name}={getattr(model.config, name)} but data.{name}={value}")
+            said = f"data.{name} lists {value}" if name.endswith("_covariates") else f"data.{name}={value}"
+            raise ConfigError(f"{path}: model.{name}={getattr(model.config, name)} but {said}")
     return model, training.quantiles
 
 
@@ -460,7 +488,7 @@ def _load_history(path: Path, document: Mapping, meta: SeriesMeta):
         return None, None
     stored = _read_archive(path, HISTORY_FILE, ("values", "timestamps"), ("tz",))
     values, stamps, zone = stored["values"], stored["timestamps"], stored.get("tz", np.array(""))
-    columns = len(meta.columns)
+    columns = len(meta.history_columns)
     if (not np.issubdtype(values.dtype, np.floating) or not np.issubdtype(stamps.dtype, np.integer)
             or not np.issubdtype(zone.dtype, np.str_) or zone.shape != ()):
         raise DataError(

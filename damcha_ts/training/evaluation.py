@@ -22,7 +22,7 @@ def evaluate_loader(
     """Run ``model`` over every batch of ``loader`` and accumulate its errors.
 
     Args:
-        model: maps (x [B, L, N], x_mark [B, L, M]) to [B, H, N]; a ``QuantileForecastModel``
+        model: maps (x [B, L, N], x_mark [B, L, M], covariates) to [B, H, N]; a ``QuantileForecastModel``
             (output [B, Q, H, N]) is scored on its median, the point forecast.
         loader: yields {"x", "y", "x_mark", ...}; nothing may be dropped (drop_last=False).
         scaler: the StandardScaler of the scored columns, for original-scale ("inverse") errors.
@@ -30,6 +30,7 @@ def evaluate_loader(
         nonnegative: score forecasts clipped at 0 on the original scale, as a
             ``Forecaster(nonnegative=True)`` forecasts (needs ``scaler``).
     """
+    from damcha_ts.models.base import Covariates
     from damcha_ts.probabilistic import QuantileForecastModel
 
     device = torch.device(device) if device is not None else next(model.parameters()).device
@@ -43,7 +44,8 @@ def evaluate_loader(
     try:
         for batch in loader:
             marks = batch.get("x_mark")
-            pred = model(batch["x"].to(device), marks.to(device) if marks is not None else None)
+            pred = model(batch["x"].to(device), marks.to(device) if marks is not None else None,
+                         Covariates.from_batch(batch, device))
             if quantile_model:
                 pred = model.median(pred)  # MSE/MAE are point metrics
             true = batch["y"]

@@ -103,10 +103,9 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
     def _covariates(batch: dict):
         """The batch's covariates (``past_covariates`` [B, L, P], ``future_covariates`` [B, L + H, F],
         ``static_covariates`` [B, S]) as a :class:`damcha_ts.models.base.Covariates`, or None."""
-        from damcha_ts.models.base import COVARIATE_KINDS, Covariates
+        from damcha_ts.models.base import Covariates
 
-        given = {kind: batch[f"{kind}_covariates"] for kind in COVARIATE_KINDS if f"{kind}_covariates" in batch}
-        return Covariates(**given) if given else None
+        return Covariates.from_batch(batch)
 
     def _batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
         """(x [B, L, N], x_mark [B, L, M] or None, y [B, H, N], observed [B, H, N] or None), on the

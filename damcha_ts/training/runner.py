@@ -255,6 +255,23 @@ def prepare_series(data_config: Mapping[str, Any]):
     return DataConfig.from_dict(data_config).prepare()
 
 
+def with_covariate_counts(model_config: Mapping[str, Any], series) -> dict:
+    """``model_config`` with the covariate counts of ``series``: the data decides how many covariate
+    tokens the model reads. ConfigError when the config already counts others."""
+    from damcha_ts.models.base import COVARIATE_KINDS
+
+    covariates = getattr(series, "covariates", None)
+    counts = {f"{kind}_covariates": 0 for kind in COVARIATE_KINDS if kind != "static"}
+    if covariates is not None:
+        counts.update(covariates.counts())
+    for key, count in counts.items():
+        given = model_config.get(key, 0)
+        if given not in (0, count):
+            raise ConfigError(f"model.{key}={given} but the data has {count} {key.replace('_', ' ')} "
+                              "(name them in data.past_covariates / data.future_covariates; the model counts follow)")
+    return {**model_config, **{k: v for k, v in counts.items() if v or k in model_config}}
+
+
 def fit_series(
     series,
     model_config: Mapping[str, Any],
@@ -306,7 +323,8 @@ def fit_series(
     datamodule = ForecastDataModule(
         series, batch_size=training.batch_size, num_workers=training.num_workers, seed=training.seed
     )
-    module = ForecastModule(model_config, dataclasses.asdict(training), target_only=series.target_only)
+    module = ForecastModule(with_covariate_counts(model_config, series), dataclasses.asdict(training),
+                            target_only=series.target_only)
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     if ckpt_path is not None and trainer.is_global_zero:
         _restore_log_history(out_dir / LOG_DIR)
