@@ -29,7 +29,13 @@ from damcha_ts.data.covariates import covariate_settings
 from damcha_ts.data.layout import describe_input, input_columns
 from damcha_ts.data.options import PROTOCOL_KEYS, ReadOptions
 from damcha_ts.errors import ConfigError
-from damcha_ts.forecasting.history import history_from, load_history, prepare_options, saved_read_options
+from damcha_ts.forecasting.history import (
+    history_from,
+    load_history,
+    model_data_options,
+    prepare_options,
+    saved_read_options,
+)
 from damcha_ts.training.config import TrainingConfig, plain_values, split_keywords
 
 # The data options that define a model's setting, saved with it (JSON-ready): the protocol's but
@@ -148,7 +154,8 @@ class Forecaster:
         return _fit(self, data, refit, data_options)
 
     # ------------------------------------------------------------------ forecasting
-    def predict(self, data: Any = None, *, future: Any = None, level: Any = None, **data_options: Any):
+    def predict(self, data: Any = None, *, future: Any = None, level: Any = None, entities: Sequence[str] | None = None,
+                **data_options: Any):
         """Forecast the ``horizon`` steps after the end of ``data`` (default: the fitted data).
 
         Returns the input's kind: a wide DataFrame indexed by the future timestamps, a long DataFrame
@@ -165,10 +172,13 @@ class Forecaster:
 
         ``future``: for a model with ``future_covariates``, their values at the forecast timestamps (a
         wide frame indexed by them, one column per future covariate); :meth:`future_timestamps` says which.
+
+        A model fitted with ``entity_col=`` forecasts every entity (or ``entities=[...]``): one frame
+        with the entity column first (``future`` then has that column too).
         """
         from damcha_ts.forecasting import predict
 
-        return predict(self._predictor("predict"), data, future=future, level=level, **data_options)
+        return predict(self._predictor("predict"), data, future=future, level=level, entities=entities, **data_options)
 
     def future_timestamps(self, last: pd.Timestamp) -> pd.DatetimeIndex:
         """The ``horizon`` timestamps after ``last`` at the fitted frequency."""
@@ -198,9 +208,11 @@ class Forecaster:
         (``Forecaster.load(old).calibrate(data).save(new)``) or calibrates on other held-out data.
         The windows must be ones the model did not train on.
         """
+        from damcha_ts.forecasting.entities import refuse_entities
         from damcha_ts.forecasting.intervals import calibrate
 
         predictor = self._predictor("calibrate")
+        refuse_entities(predictor, "calibrate()")
         series = _evaluation_series(self, data, borders, data_options)
         self.calibration_ = calibrate(predictor, series, split, batch_size=self.training.batch_size)
         return self
@@ -253,7 +265,7 @@ class Forecaster:
         from damcha_ts.training.artifacts import save_model_dir
 
         self._check_fitted("save")
-        values, stamps = self._history if self._history is not None else (None, None)
+        values, stamps = self._history if isinstance(self._history, tuple) else (self._history, None)
         calibration = None if self.calibration_ is None else self.calibration_.to_saved()
         return save_model_dir(directory, self.model_, self.meta_, training=dataclasses.asdict(self.training),
                               history_values=values, history_timestamps=stamps, metrics=self.fit_result_,
@@ -319,14 +331,17 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
     series, result, facts = _fit_model(forecaster, series, refit=refit)
     forecaster.model_ = result.module.model.cpu().eval()
     forecaster.model_config = _with_counts(forecaster.model_config, result.module.model)
-    input_options["input_columns"] = input_columns(data, options, series)
+    # One entity's table (many entities: without their column and static covariates).
+    entity_columns = {options.get("entity_col"), *(options.get("static_covariates") or [])}
+    input_options["input_columns"] = [c for c in input_columns(data, options, series) if c not in entity_columns]
     forecaster.data_config = _data_settings(data, options)
     forecaster.meta_ = SeriesMeta.from_series(
         series, data_config=forecaster.data_config, input_kind=kind, input_options=plain_values(input_options)
     )
     forecaster.meta_.nonnegative = forecaster.nonnegative
     forecaster._series = series
-    forecaster._history = (series.latest_values, series.latest_timestamps)  # the source's last rows
+    # The source's last rows (of each entity, for many).
+    forecaster._history = series.latest if hasattr(series, "entities") else (series.latest_values, series.latest_timestamps)
     forecaster.fit_result_ = facts
     forecaster.fit_result_.update(_size_report(forecaster, windows))
     forecaster.calibration_ = None  # an earlier fit's, which may not fit this model's columns
@@ -341,6 +356,7 @@ def _cross_validation(forecaster: Forecaster, data: Any, n_windows: int, step: i
     from damcha_ts.forecasting.intervals import check_levels, require_calibration
 
     predictor = forecaster._predictor("cross_validation")
+    _refuse_entities(predictor, "cross_validation()")
     every, levels = refit_every(refit), check_levels(level)  # checked before any data is read
     if not every:
         require_calibration(predictor, levels)
@@ -371,7 +387,9 @@ def _load(cls: type[Forecaster], directory: str | Path, map_location: str) -> Fo
     forecaster.nonnegative = bool(meta.nonnegative)
     forecaster.data_config = dict(meta.data_config or {})
     forecaster._configured_data = dict(forecaster.data_config)  # a refit keeps the saved setting
-    if loaded.history_values is not None:
+    if isinstance(loaded.history_values, dict):  # many entities
+        forecaster._history = loaded.history_values
+    elif loaded.history_values is not None:
         forecaster._history = (loaded.history_values, loaded.history_timestamps)
     if loaded.calibration is not None:
         from damcha_ts.forecasting.intervals import Calibration
@@ -399,6 +417,7 @@ def _backtest(forecaster: Forecaster, data: Any, n_windows: int, step: int | Non
     from damcha_ts.forecasting.intervals import check_levels, require_calibration
 
     predictor = forecaster._predictor("backtest")
+    _refuse_entities(predictor, "backtest()")
     step = window_step(n_windows, step, forecaster.horizon)
     require_calibration(predictor, check_levels(level))
     values, stamps, input_options = _backtest_rows(forecaster, data, data_options)
@@ -415,6 +434,7 @@ def _plot(forecaster: Forecaster, data: Any, truth: Any, variates: Sequence[str]
     from damcha_ts.plotting import plot_prediction
 
     predictor = forecaster._predictor("plot")
+    _refuse_entities(predictor, "plot()")
     require_calibration(predictor, check_levels(level))
     values, stamps = stored_history(predictor) if data is None else history_from(forecaster.meta_, data, data_options)[2:]
     future_rows = future_values(forecaster.meta_, future, predictor.future_timestamps(stamps[-1]))
@@ -484,6 +504,12 @@ def _with_counts(model_config: Mapping[str, Any], model) -> dict:
     return {**model_config, **{k: v for k, v in counts.items() if v or k in model_config}}
 
 
+def _refuse_entities(predictor, action: str) -> None:
+    from damcha_ts.forecasting.entities import refuse_entities
+
+    refuse_entities(predictor, action)
+
+
 def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ConfigError(f"{name} must be True or False, got {value!r}")
@@ -531,15 +557,14 @@ def _fit_model(forecaster: Forecaster, series, *, refit: bool = False):
     result = _train(forecaster, series)
     facts = {"best_val_loss": result.best_val_loss, "epochs_run": result.epochs_run,
              "best_epoch": result.best_epoch, **result.timing}
-    last_row = series.borders["val"][1]  # validation looked at rows up to here
     if refit:
         epochs = result.best_epoch + 1
         series = train_on_train_and_val(series)
         result = _train(forecaster, series, max_epochs=epochs, validate=False)
         facts.update(refit=True, refit_epochs=epochs,
                      refit_seconds_per_epoch=result.timing.get("seconds_per_epoch"))
-    border1, border2 = series.borders["train"]
-    facts.update(train_rows=border2 - border1, last_fit_timestamp=str(series.timestamps[max(last_row, border2) - 1]))
+    train_rows, last_timestamp = series.training_extent()
+    facts.update(train_rows=train_rows, last_fit_timestamp=str(last_timestamp))
     return series, result, facts
 
 
@@ -556,8 +581,8 @@ def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd
     meta = forecaster.meta_
     saved = meta.data_config or {}
     frame = pd.DataFrame(values, index=pd.DatetimeIndex(timestamps), columns=list(meta.history_columns))
-    options = {key: saved[key] for key in ("val_size", "past_covariates", "future_covariates", *ReadOptions.ALWAYS)
-               if saved.get(key) is not None}
+    options = {**{key: saved[key] for key in ("val_size", *ReadOptions.ALWAYS) if saved.get(key) is not None},
+               **model_data_options(meta)}
     # The model's column order is prepare's (the target last), so the last column keeps it there.
     series = prepare(frame, seq_len=forecaster.lookback, pred_len=forecaster.horizon, features=meta.features,
                      target=str(meta.columns[-1]), time_features_freq=meta.time_features_freq or meta.freq,
@@ -620,8 +645,8 @@ def _fit_calibration(forecaster: Forecaster, series):
     window, or ``refit=True``, which trained on them: ``calibrate(data)`` on held-out data then)."""
     from damcha_ts.forecasting.intervals import calibrate
 
-    if forecaster.fit_result_.get("refit") or series.window_count("val") < 1:
-        return None
+    if forecaster.fit_result_.get("refit") or series.window_count("val") < 1 or hasattr(series, "entities"):
+        return None  # many entities: intervals not supported yet (forecasting/entities.py)
     return calibrate(forecaster._predictor("fit"), series, "val", batch_size=forecaster.training.batch_size)
 
 
@@ -651,7 +676,7 @@ def _evaluation_series(forecaster: Forecaster, data: Any, borders: Any, data_opt
                 cli="this model was fitted on in-memory data, which is not saved with it: "
                     "give the data, damcha-ts evaluate --model DIR --dataset FILE",
             )
-    options = {**saved_read_options(forecaster.meta_, data),
+    options = {**saved_read_options(forecaster.meta_, data), **model_data_options(forecaster.meta_),
                **prepare_options(forecaster._configured_data, forecaster.freq, data, data_options)}
     if borders is not None:
         options["split"] = borders

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pandas as pd
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -25,3 +27,21 @@ def test_intervals_and_cross_validation_example(data_root, capsys):
     future = outcome["future"]
     assert len(future) == 14 and (future["OT-lo-80"] <= future["OT"]).all() and (future["OT"] <= future["OT-hi-80"]).all()
     assert "80 % interval covers" in capsys.readouterr().out
+
+
+def test_covariates_example(data_root, capsys):
+    outcome = _load("covariates").main(quick=True)
+    assert set(outcome["scores"]) == {"loads observed up to now", "two loads scheduled a day ahead"}
+    forecast = outcome["forecast"]
+    assert list(forecast.columns) == ["OT"] and len(forecast) == 24  # the loads are read, never forecast
+    assert "test MSE of OT" in capsys.readouterr().out
+
+
+def test_many_entities_example(data_root, capsys):
+    outcome = _load("many_entities").main(quick=True)
+    scores, forecast, table = outcome["scores"], outcome["forecast"], outcome["table"]
+    assert sorted(scores["entities"]) == ["ETTh1", "ETTh2"]
+    assert scores["windows"] == sum(own["windows"] for own in scores["entities"].values())
+    for station, rows in forecast.groupby("station"):  # each station continues after its own last row
+        assert rows["date"].min() == table[table.station == station]["date"].max() + pd.Timedelta(hours=1)
+    assert "both stations pooled" in capsys.readouterr().out

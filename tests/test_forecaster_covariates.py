@@ -155,7 +155,7 @@ def test_intervals_and_evaluate_work_with_covariates(with_covariates):
         ({"future_covariates": ["prom"]}, ConfigError, r"future_covariates \['prom'\] are not columns; did you mean 'promo'"),
         ({"past_covariates": ["sales"]}, ConfigError, r"the target 'sales' cannot also be a covariate"),
         ({"past_covariates": ["promo"], "future_covariates": ["promo"]}, ConfigError, r"both past and future covariates"),
-        ({"static_covariates": ["store_size"]}, ConfigError, r"static covariates are constant per entity"),
+        ({"static_covariates": ["store_size"]}, ConfigError, r"static_covariates is about many entities: name their column"),
         ({"future_covariates": ["promo"], "quantiles": [0.1, 0.9]}, ConfigError,
          r"quantiles= with future covariates is not supported yet"),
     ],
@@ -164,3 +164,12 @@ def test_intervals_and_evaluate_work_with_covariates(with_covariates):
 def test_covariate_mistakes_are_clear_errors(keywords, error, message):
     with pytest.raises(error, match=message):
         fitted(**keywords)
+
+
+def test_new_data_is_evaluated_with_the_models_covariates_however_they_were_given():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forecaster = Forecaster("itransformer_mha", horizon=H, lookback=L, max_epochs=1, **SMALL)
+        forecaster.fit(driven_frame(400), features="MS", target="sales", future_covariates=["promo"])  # a fit option
+    scores = forecaster.evaluate(driven_frame(400, seed=1), features="MS", target="sales")
+    assert scores["windows"] > 0 and np.isfinite(scores["mse"])

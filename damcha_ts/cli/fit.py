@@ -59,7 +59,7 @@ def register(subparsers) -> None:
     source.add_argument("--test-size", type=float, metavar="ROWS_OR_FRACTION",
                         help="test tail: rows or a fraction (the run scores it, so it must hold windows)")
     for kind, what in (("past", "observed up to the forecast origin"), ("future", "known over the horizon too"),
-                       ("static", "constant per entity (not supported yet)")):
+                       ("static", "constant per entity (many-entity data: Forecaster.fit for now)")):
         source.add_argument(f"--{kind}-covariates", type=column_list, metavar="COL[,COL...]",
                             help=f"columns the model reads and never forecasts, {what}")
     add_overrides_argument(source)

@@ -49,6 +49,10 @@ class CovariateSeries:
         """The same columns scaled with the statistics of other train rows (a refit's)."""
         return _scaled(self.values, self.past_columns, self.future_columns, train_rows)
 
+    def with_scaler(self, scaler: StandardScaler) -> CovariateSeries:
+        """The same columns scaled with ``scaler`` (one fitted on several entities' train rows)."""
+        return _scaled(self.values, self.past_columns, self.future_columns, None, scaler)
+
 
 def covariate_names(past: Sequence[str] | str | None, future: Sequence[str] | str | None) -> dict[str, list[str]]:
     """The two column lists, checked: names are strings, none is given twice or as both kinds."""
@@ -72,15 +76,19 @@ def covariate_names(past: Sequence[str] | str | None, future: Sequence[str] | st
 
 
 def covariate_settings(past: Any, future: Any, static: Any = None) -> dict:
-    """``{"past_covariates": [...], "future_covariates": [...]}`` (kinds given only), the data
-    settings of the ``Forecaster`` keywords and the ``--past-covariates`` flags alike."""
-    if static:
-        raise ConfigError(
-            f"static_covariates={static!r}: static covariates are constant per entity, and many-entity data "
-            "(entity_col=) is not supported yet; give them as future_covariates columns (constant over time) instead"
-        )
+    """``{"past_covariates": [...], "future_covariates": [...], "static_covariates": [...]}`` (kinds
+    given only), the data settings of the ``Forecaster`` keywords and the ``--past-covariates``
+    flags alike. Static covariates are per entity (``entity_col=``, data/entities.py)."""
     names = covariate_names(past, future)
-    return {f"{kind}_covariates": names[kind] for kind in KINDS if names[kind]}
+    settings = {f"{kind}_covariates": names[kind] for kind in KINDS if names[kind]}
+    if static:
+        statics = [static] if isinstance(static, str) else list(static)
+        clash = [name for name in statics if name in names["past"] or name in names["future"]]
+        if clash or not all(isinstance(name, str) for name in statics):
+            raise ConfigError(f"static_covariates={static!r}: expected column names that are not also past or "
+                              "future covariates")
+        settings["static_covariates"] = statics
+    return settings
 
 
 def take_covariates(frame: pd.DataFrame, names: dict[str, list[str]], target: str | None, label: str) -> pd.DataFrame:
@@ -107,8 +115,10 @@ def scale_covariates(covariates: pd.DataFrame, names: dict[str, list[str]], trai
     return _scaled(values, names["past"], names["future"], train_rows)
 
 
-def _scaled(values: np.ndarray, past: Sequence[str], future: Sequence[str], train_rows: tuple[int, int]) -> CovariateSeries:
-    scaler = StandardScaler.fit(values[train_rows[0] : train_rows[1]])
+def _scaled(values: np.ndarray, past: Sequence[str], future: Sequence[str], train_rows: tuple[int, int] | None,
+            scaler: StandardScaler | None = None) -> CovariateSeries:
+    if scaler is None:
+        scaler = StandardScaler.fit(values[train_rows[0] : train_rows[1]])
     scaled = scaler.transform(values).astype(np.float32)
     n_past = len(past)
     return CovariateSeries(

@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
 from damcha_ts.data.protocol import SeriesData
-from damcha_ts.data.windows import WindowDataset, keep_batch
+from damcha_ts.data.windows import keep_batch
 
 
 class ForecastDataModule(L.LightningDataModule):
@@ -35,7 +35,8 @@ class ForecastDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.seed = seed
-        self.datasets = {split: WindowDataset(data, split) for split in ("train", "val", "test")}
+        # data.windows: a series' WindowDataset, or the windows of every entity (data/entities.py).
+        self.datasets = {split: data.windows(split) for split in ("train", "val", "test")}
 
     def _loader(self, split: str, shuffle: bool, drop_last: bool) -> DataLoader:
         dataset = self.datasets[split]

@@ -500,9 +500,12 @@ def _require_numeric(column: pd.Series, name: str, place: _Place) -> np.ndarray:
     bad = np.flatnonzero((numbers.isna() & column.notna()).to_numpy())
     if bad.size:
         i = int(bad[0])
+        # Text repeated over many rows is more likely an entity's name than a broken number.
+        hint = (f"; if it names entities (one series each, same variates), pass entity_col={name!r}"
+                if bad.size == len(column) and column.nunique() < len(column) else "")
         raise DataError(
             f"{place.label}: column {name!r} is not numeric: {place.row(i)} holds {column.iloc[i]!r} "
-            f"({bad.size} non-numeric rows in all)"
+            f"({bad.size} non-numeric rows in all){hint}"
         )
     return numbers.to_numpy(dtype=np.float64, na_value=np.nan)
 

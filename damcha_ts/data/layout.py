@@ -54,6 +54,9 @@ def _layout_of(data: pd.DataFrame | str | Path, options: Mapping[str, Any]):
     else:
         file = Path(data).expanduser()
         columns, label, time_index = read_csv_header(file, sep=options.get("sep")), str(file), False
+    # Many entities: each entity's table is read without its entity and static columns.
+    per_entity = {options.get("entity_col"), *(options.get("static_covariates") or [])}
+    columns = [c for c in columns if c not in per_entity]
     return decide_layout(
         columns, label, time_col=options.get("time_col"), time_index=time_index, layout=options.get("layout", "auto"),
         id_col=options.get("id_col"), value_col=options.get("value_col"), ignore=options.get("ignore"),

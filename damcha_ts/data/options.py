@@ -151,9 +151,15 @@ class ProtocolOptions:
     # are known up to the forecast origin, ``future_covariates`` over the horizon too.
     past_covariates: tuple[str, ...] | None = None
     future_covariates: tuple[str, ...] | None = None
+    # Many entities with the same variates (data/entities.py): the column naming each entity, its
+    # per-entity constants, and whether each entity has its own scaler ("entity") or all share one.
+    entity_col: str | None = None
+    static_covariates: tuple[str, ...] | None = None
+    scaler: str | None = None
 
     #: Written into a run's data section only when given, so that configs without them hash as before.
-    GIVEN_ONLY = ("val_size", "test_size", "past_covariates", "future_covariates")
+    GIVEN_ONLY = ("val_size", "test_size", "past_covariates", "future_covariates", "entity_col",
+                  "static_covariates", "scaler")
     SIZES = ("val_size", "test_size")
 
     def __post_init__(self) -> None:
@@ -167,7 +173,8 @@ class ProtocolOptions:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, where: str = "data") -> ProtocolOptions:
-        return cls(**_typed_fields(cls, values, where, lists=("past_covariates", "future_covariates")))
+        return cls(**_typed_fields(cls, values, where, lists=("past_covariates", "future_covariates",
+                                                              "static_covariates")))
 
     def keywords(self) -> dict:
         """``prepare``'s protocol keywords, every one (defaults included) but ``val_size`` and

@@ -8,6 +8,7 @@ Windows and batching live in ``windows.py`` (torch); this module needs only NumP
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -72,6 +73,8 @@ class SeriesData:
     latest_timestamps: pd.DatetimeIndex | None = None
     # Past and future covariates (read, never forecast or scored), or None without.
     covariates: CovariateSeries | None = None
+    # An entity's static covariates [S] float32, z-scored over the entities (data/entities.py), or None.
+    static_covariates: np.ndarray | None = None
 
     def window_count(self, split: str) -> int:
         """Number of stride-1 windows in ``split``: rows - seq_len - pred_len + 1 (protocol §1.3);
@@ -94,6 +97,19 @@ class SeriesData:
         """The columns a forecast reads, in the order of every history table: the model columns,
         then the past and the future covariates."""
         return [*self.columns, *(self.covariates.columns if self.covariates is not None else [])]
+
+    def covariate_counts(self) -> dict[str, int]:
+        """How many covariates of each kind a model of this series reads (its config's counts)."""
+        counts = {"past_covariates": 0, "future_covariates": 0}
+        if self.covariates is not None:
+            counts.update(self.covariates.counts())
+        counts["static_covariates"] = 0 if self.static_covariates is None else len(self.static_covariates)
+        return counts
+
+    def training_extent(self) -> tuple[int, pd.Timestamp]:
+        """(train rows, the latest timestamp training or validation read)."""
+        (border1, border2), last_row = self.borders["train"], self.borders["val"][1]
+        return border2 - border1, self.timestamps[max(last_row, border2) - 1]
 
     def history_rows(self) -> np.ndarray:
         """Raw values [T, len(history_columns)] of every used row (``values`` and the covariates')."""
@@ -208,9 +224,12 @@ def size_borders(
 
 def train_on_train_and_val(series: SeriesData) -> SeriesData:
     """``series`` with its train split extended over the validation rows, and the scaler refitted
-    on them: what ``Forecaster.fit(..., refit=True)`` retrains on (the test split is unchanged)."""
+    on them: what ``Forecaster.fit(..., refit=True)`` retrains on (the test split is unchanged).
+    Many entities (data/entities.py): each one's."""
     import dataclasses
 
+    if hasattr(series, "entities"):
+        return series.map(train_on_train_and_val)
     border1, _ = series.borders["train"]
     borders = {**series.borders, "train": (border1, series.borders["val"][1])}
     scaler = StandardScaler.fit(series.values[borders["train"][0] : borders["train"][1]])
@@ -264,6 +283,9 @@ def prepare(
     allow_irregular: bool = False,
     past_covariates: Sequence[str] | None = None,
     future_covariates: Sequence[str] | None = None,
+    entity_col: str | None = None,
+    static_covariates: Sequence[str] | None = None,
+    scaler: str | None = None,
     **load_options,
 ) -> SeriesData:
     """Load ``source`` and apply the protocol: the one entry point for benchmark and user data.
@@ -283,11 +305,25 @@ def prepare(
     ``past_covariates`` / ``future_covariates`` name columns the model reads and never forecasts or
     scores (see :mod:`damcha_ts.data.covariates`): scaled with the train rows' statistics, kept in
     ``SeriesData.covariates``, out of ``columns``.
+    ``entity_col`` names the column of a table (frame or CSV) holding many entities with the same
+    variates: each is prepared on its own with these options and an :class:`EntitySeries` of all
+    of them is returned (``static_covariates``: columns constant per entity; ``scaler``: "entity"
+    or "global"), see :mod:`damcha_ts.data.entities`.
     """
     for argument, value in (("seq_len", seq_len), ("pred_len", pred_len)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ConfigError(f"{argument} must be a positive integer, got {value!r}")
     check_features(features)
+    if entity_col is not None:
+        return _prepare_entities(
+            source, entity_col, scaler, static_covariates, load_options,
+            dict(seq_len=seq_len, pred_len=pred_len, features=features, target=target, split=split,
+                 time_features_freq=time_features_freq, val_size=val_size, test_size=test_size, fill=fill,
+                 allow_irregular=allow_irregular, past_covariates=past_covariates,
+                 future_covariates=future_covariates))
+    if static_covariates or scaler is not None:
+        given = "static_covariates" if static_covariates else f"scaler={scaler!r}"
+        raise ConfigError(f"{given} is about many entities: name their column with entity_col=...")
 
     names = covariate_names(past_covariates, future_covariates)  # checked before the data is read
     frame = load_frame(source, fill=fill, allow_irregular=allow_irregular, **load_options)
@@ -349,6 +385,23 @@ def prepare(
         latest_timestamps=frame.index[-seq_len:],
         covariates=covariates,
     )
+
+
+def _prepare_entities(source, entity_col, scaler, static_covariates, load_options, options):
+    """``prepare`` for a table of many entities: each one's rows read with ``load_options``."""
+    from damcha_ts.data.entities import prepare_entities
+    from damcha_ts.data.frames import frame_label, read_csv_frame
+
+    if isinstance(source, pd.DataFrame):
+        table = source.reset_index() if isinstance(source.index, pd.DatetimeIndex) else source
+        label = frame_label(source)
+    elif isinstance(source, (str, os.PathLike)):
+        table, label = read_csv_frame(source, sep=load_options.pop("sep", None)), str(source)
+    else:
+        raise ConfigError(f"entity_col={entity_col!r} needs a table (a DataFrame or a CSV file) with that column, "
+                          f"got {type(source).__name__}")
+    return prepare_entities(table, label, entity_col=entity_col, scaler=scaler or "entity",
+                            static_covariates=static_covariates, **options, **load_options)
 
 
 def _model_columns(available: list[str], features: str, target: str, name: str) -> list[str]:

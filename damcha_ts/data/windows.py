@@ -8,6 +8,7 @@ per sample, so the training step does not wait on data.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset
 
@@ -22,7 +23,8 @@ class WindowDataset(Dataset):
     (no batch axis for a single item). In ``MS`` mode ``y`` still carries all C columns: the
     consumer slices the target, ``y[..., -1:]``, as TSLib's ``f_dim = -1`` does. A series with
     covariates adds ``past_covariates`` [B, L, P] (the lookback rows) and ``future_covariates``
-    [B, L + H, F] (lookback and horizon rows: they are known in advance).
+    [B, L + H, F] (lookback and horizon rows: they are known in advance); an entity's series adds
+    its ``static_covariates`` [B, S].
     """
 
     def __init__(self, data: SeriesData, split: str):
@@ -38,6 +40,8 @@ class WindowDataset(Dataset):
         past, future = (None, None) if covariates is None else (covariates.past, covariates.future)
         self.past = None if past is None else torch.from_numpy(past[border1:border2])  # [rows, P]
         self.future = None if future is None else torch.from_numpy(future[border1:border2])  # [rows, F]
+        static = getattr(data, "static_covariates", None)  # an entity's [S]: the same for all its windows
+        self.static = None if static is None else torch.from_numpy(np.asarray(static, dtype=np.float32))
         self._input_offsets = torch.arange(self.seq_len)
         self._target_offsets = torch.arange(self.seq_len, self.seq_len + self.pred_len)
 
@@ -66,6 +70,8 @@ class WindowDataset(Dataset):
             batch["past_covariates"] = _gather_rows(self.past, input_rows)
         if self.future is not None:
             batch["future_covariates"] = _gather_rows(self.future, torch.cat([input_rows, target_rows], dim=1))
+        if self.static is not None:
+            batch["static_covariates"] = self.static.expand(len(indices), -1).contiguous()
         return batch
 
     # DataLoader's fetcher calls this with a whole batch of indices when it exists, so a

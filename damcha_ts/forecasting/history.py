@@ -135,6 +135,20 @@ def prepare_options(configured: Mapping[str, Any], freq: str | None, data: Any, 
     return options
 
 
+def model_data_options(meta) -> dict:
+    """The data options a model's structure fixes, however it was fitted: its covariate columns and,
+    for many entities, their column, static covariates and scaler kind (new data for ``evaluate``
+    or a retraining is prepared with them)."""
+    options = {key: list(getattr(meta, key)) for key in ("past_covariates", "future_covariates", "static_covariates")
+               if getattr(meta, key, None)}
+    if getattr(meta, "entity_col", None):
+        options["entity_col"] = meta.entity_col
+        scaler = (meta.data_config or {}).get("scaler")
+        if scaler is not None:
+            options["scaler"] = scaler
+    return options
+
+
 def saved_read_options(meta, data: Any) -> dict:
     """How the fit input's file or frame was laid out (time_col, date_format, ...), for reading
     ``data`` the same way; nothing for arrays and benchmark names."""

@@ -328,6 +328,10 @@ def require_calibration(predictor, levels: Sequence[float]) -> Calibration | Non
     saying how to get one when the model has none or it does not fit the model."""
     if not levels:
         return None
+    if getattr(predictor, "entities", None):
+        from damcha_ts.forecasting.entities import refuse_entities
+
+        refuse_entities(predictor, f"level={[level_name(a) for a in levels]}")
     calibration = getattr(predictor, "calibration", None)
     if calibration is None:
         raise ConfigError(

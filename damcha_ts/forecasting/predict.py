@@ -9,12 +9,21 @@ from damcha_ts.forecasting.history import future_values, history_from
 from damcha_ts.forecasting.output import format_forecast
 
 
-def predict(predictor, data: Any = None, *, future: Any = None, level: Any = None, **data_options: Any):
+def predict(predictor, data: Any = None, *, future: Any = None, level: Any = None, entities=None, **data_options: Any):
     """Forecast the ``horizon`` steps after the end of ``data`` (default: the predictor's history,
     written in the fit input's kind); ``data_options`` say how to read ``data`` (see
     :func:`damcha_ts.forecasting.history.load_history`). ``future``: the future covariates' values
     over the forecast steps (:func:`~damcha_ts.forecasting.history.future_values`). ``level``
-    (percentages, e.g. ``[80, 95]``) adds the calibrated intervals (:mod:`damcha_ts.forecasting.intervals`)."""
+    (percentages, e.g. ``[80, 95]``) adds the calibrated intervals (:mod:`damcha_ts.forecasting.intervals`).
+    A many-entity model forecasts every entity, or ``entities`` (:mod:`damcha_ts.forecasting.entities`)."""
+    if predictor.entities:
+        from damcha_ts.forecasting.entities import predict_entities, refuse_entities
+
+        if level is not None:
+            refuse_entities(predictor, "predict(level=...)")
+        return predict_entities(predictor, data, entities=entities, future=future, data_options=data_options)
+    if entities is not None:
+        raise ConfigError("predict(entities=...): this model was fitted on one series, not many entities (entity_col=)")
     from damcha_ts.forecasting.intervals import check_levels, require_calibration, with_intervals
 
     levels = check_levels(level)

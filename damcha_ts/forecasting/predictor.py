@@ -51,6 +51,9 @@ class Predictor:
         history: ``(values [L, C], timestamps [L])`` to continue from by default, or None.
         calibration: the :class:`~damcha_ts.forecasting.intervals.Calibration` its intervals come
             from (``level=``), or None.
+
+    A many-entity model's Predictor forecasts through ``for_entity(name)`` (each entity's scalers
+    and static covariates); its ``history`` is then ``{entity: (values, timestamps)}``.
     """
 
     def __init__(self, model, meta, quantiles: Sequence[float] | None = None, history=None, calibration=None):
@@ -76,7 +79,9 @@ class Predictor:
         """The Predictor of a :class:`~damcha_ts.training.artifacts.LoadedModel`."""
         from damcha_ts.forecasting.intervals import Calibration
 
-        history = None if loaded.history_values is None else (loaded.history_values, loaded.history_timestamps)
+        history = loaded.history_values  # many entities: {entity: (values, timestamps)}
+        if history is not None and not isinstance(history, dict):
+            history = (loaded.history_values, loaded.history_timestamps)
         saved = getattr(loaded, "calibration", None)
         calibration = None if saved is None else Calibration.from_saved(saved)
         return cls(loaded.model, loaded.meta, history=history, calibration=calibration)
@@ -104,6 +109,17 @@ class Predictor:
         return pd.date_range(start=last, periods=self.horizon + 1, freq=self.meta.freq, name="date")[1:]
 
     # ------------------------------------------------------------------ forecasting
+    def for_entity(self, entity: str) -> Predictor:
+        """The Predictor of one entity of a many-entity model (its scalers and static covariates;
+        its stored history, when there is one)."""
+        history = self.history.get(entity) if isinstance(self.history, dict) else None
+        return Predictor(self.model, self.meta.for_entity(entity), self.quantiles, history=history)
+
+    @property
+    def entities(self) -> list[str]:
+        """The entities of a many-entity model ([] for one series)."""
+        return list(getattr(self.meta, "entities", []))
+
     @property
     def future_covariates(self) -> list[str]:
         """The covariates whose values over the horizon a forecast needs (``future=``)."""
@@ -160,8 +176,15 @@ class Predictor:
         past_names, future_names = list(getattr(meta, "past_covariates", [])), self.future_covariates
         if not future_names and future is not None:
             raise DataError("future covariate values were given, but this model was fitted without future covariates")
+        static = None
+        if getattr(meta, "static_covariates", None):  # one entity's (SeriesMeta.for_entity)
+            if not meta.static_values:
+                raise ConfigError("this model reads static covariates: forecast through the Predictor of one entity "
+                                  "(predictor.for_entity(name))")
+            values = (np.asarray(meta.static_values) - np.asarray(meta.static_mean)) / np.asarray(meta.static_scale)
+            static = as_tensor(np.broadcast_to(values, (len(histories), len(values))).copy())
         if not past_names and not future_names:
-            return None
+            return None if static is None else Covariates(static=static)
         if not future_names:
             future_scaled = None
         else:
@@ -184,7 +207,7 @@ class Predictor:
             future_scale = np.asarray(meta.covariate_scale[n_past:])
             future_scaled = np.concatenate([covariate_rows[..., n_past:], (future - future_mean) / future_scale], axis=1)
         return Covariates(past=as_tensor(covariate_rows[..., :n_past]) if n_past else None,
-                          future=None if future_scaled is None else as_tensor(future_scaled))
+                          future=None if future_scaled is None else as_tensor(future_scaled), static=static)
 
     def forecast_after(self, values: np.ndarray, timestamps: pd.DatetimeIndex, future: np.ndarray | None = None) -> Forecast:
         """One history ([L, K] raw values of ``meta.history_columns``, [L] timestamps; ``future`` [H, F]
@@ -211,6 +234,12 @@ class Predictor:
         from damcha_ts.training.evaluation import evaluate_loader, scored_scaler, split_loader, summary
 
         levels = check_levels(level)
+        if hasattr(series, "entities"):
+            from damcha_ts.forecasting.entities import evaluate_entities, refuse_entities
+
+            if levels:
+                refuse_entities(self, "evaluate(level=...)")
+            return evaluate_entities(self, series, split, batch_size)
         require_calibration(self, levels)  # before any forecast
         loader = split_loader(series, split, batch_size=batch_size)
         errors = evaluate_loader(

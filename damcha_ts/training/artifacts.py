@@ -81,14 +81,41 @@ class SeriesMeta:
     future_covariates: list[str] = field(default_factory=list)
     covariate_mean: list[float] = field(default_factory=list)
     covariate_scale: list[float] = field(default_factory=list)
+    # Many entities (data/entities.py): their column, names and per-entity scalers
+    # ({entity: {"scaler_mean", "scaler_scale", "covariate_mean", "covariate_scale", "static"}}),
+    # the static covariates with their scaler over the entities; an entity's own meta
+    # (``for_entity``) has no entities and its raw ``static_values``.
+    entity_col: str | None = None
+    entities: list[str] = field(default_factory=list)
+    entity_scalers: dict = field(default_factory=dict)
+    static_covariates: list[str] = field(default_factory=list)
+    static_mean: list[float] = field(default_factory=list)
+    static_scale: list[float] = field(default_factory=list)
+    static_values: list[float] = field(default_factory=list)
 
     @property
     def history_columns(self) -> list[str]:
         """The columns of a history table, in order: the model columns, then the covariates."""
         return [*self.columns, *self.past_covariates, *self.future_covariates]
 
+    def for_entity(self, entity: str) -> SeriesMeta:
+        """The meta of one entity of a many-entity model: its scalers and static values."""
+        import dataclasses
+
+        from damcha_ts.data.entities import check_entities
+
+        check_entities(self.entities, [entity])
+        own = self.entity_scalers[entity]
+        return dataclasses.replace(
+            self, entities=[], entity_scalers={}, scaler_mean=list(own["scaler_mean"]),
+            scaler_scale=list(own["scaler_scale"]), covariate_mean=list(own["covariate_mean"]),
+            covariate_scale=list(own["covariate_scale"]), static_values=list(own["static"]),
+        )
+
     @classmethod
     def from_series(cls, series, *, data_config=None, input_kind="wide", input_options=None) -> SeriesMeta:
+        if hasattr(series, "entities"):
+            return _entity_meta(series, data_config=data_config, input_kind=input_kind, input_options=input_options)
         covariates = getattr(series, "covariates", None)
         covariate_fields = {} if covariates is None else {
             "past_covariates": list(covariates.past_columns),
@@ -111,6 +138,28 @@ class SeriesMeta:
             input_kind=input_kind,
             input_options=dict(input_options or {}),
         )
+
+
+def _entity_meta(entities, **options) -> SeriesMeta:
+    """The meta of a many-entity series (data/entities.py): the first entity's, with every entity's
+    scalers and the static covariates."""
+    import dataclasses
+
+    def scalers(i: int, one) -> dict:
+        own = SeriesMeta.from_series(one)
+        static = [] if entities.static_values is None else [float(v) for v in entities.static_values[i]]
+        return {"scaler_mean": own.scaler_mean, "scaler_scale": own.scaler_scale,
+                "covariate_mean": own.covariate_mean, "covariate_scale": own.covariate_scale, "static": static}
+
+    first = SeriesMeta.from_series(entities.series[0], **options)
+    statics = entities.static_scaler
+    return dataclasses.replace(
+        first, name=str(entities.name), entity_col=entities.entity_col, entities=list(entities.entities),
+        entity_scalers={e: scalers(i, one) for i, (e, one) in enumerate(zip(entities.entities, entities.series))},
+        static_covariates=list(entities.static_columns),
+        static_mean=[] if statics is None else [float(v) for v in statics.mean_],
+        static_scale=[] if statics is None else [float(v) for v in statics.scale_],
+    )
 
 
 def _time_features_freq(series) -> str | None:
@@ -142,7 +191,8 @@ def save_model_dir(
     (``pred_len`` H·Q): either way its point model is written, and the levels are those of
     ``training["quantiles"]``, from which :func:`load_model_dir` wraps it again.
     ``history_values`` [T, C] (raw scale, model column order) and ``history_timestamps`` [T] are
-    the rows ``predict()`` continues from when it is given no data. ``calibration``:
+    the rows ``predict()`` continues from when it is given no data; for many entities
+    ``history_values`` is ``{entity: (values, timestamps)}`` (stored as [E, T, C] and [E, T]). ``calibration``:
     ``{"split", "windows", "pairs", "scores"}`` (``Calibration.to_saved()`` of
     ``damcha_ts.forecasting.intervals``), or None for a model without one.
     """
@@ -160,9 +210,16 @@ def save_model_dir(
     buffer = io.BytesIO()
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, buffer)
     write_atomically(weights, buffer.getvalue())
+    if isinstance(history_values, Mapping):  # many entities: {entity: (values [L, K], timestamps [L])}
+        histories = [history_values[e] for e in meta.entities]
+        history_values = np.stack([values for values, _ in histories])  # [E, L, K]
+        history_timestamps = histories[0][1]  # its zone; the rows come from every entity
+        stamps = np.stack([pd_index_ns(stamps) for _, stamps in histories])  # [E, L]
+    elif history_values is not None:
+        stamps = pd_index_ns(history_timestamps)
     if history_values is not None:
         buffer = io.BytesIO()
-        np.savez(buffer, values=np.asarray(history_values, dtype=np.float64), timestamps=pd_index_ns(history_timestamps),
+        np.savez(buffer, values=np.asarray(history_values, dtype=np.float64), timestamps=stamps,
                  tz=np.array(str(getattr(history_timestamps, "tz", None) or "")))  # UTC ns + the zone to show them in
         write_atomically(directory / HISTORY_FILE, buffer.getvalue())
     else:
@@ -405,9 +462,12 @@ def _check_series_meta(data: Mapping, path: Path) -> SeriesMeta:
     both = sorted(set(covariates) & set(columns)) or sorted({c for c in covariates if covariates.count(c) > 1})
     if both:
         raise ConfigError(f"{path}: data names {both} twice among the columns and covariates")
+    statics = _check_names(meta.static_covariates, where("static_covariates"))
     for name, named in (("scaler_mean", columns), ("scaler_scale", columns),
-                        ("covariate_mean", covariates), ("covariate_scale", covariates)):
+                        ("covariate_mean", covariates), ("covariate_scale", covariates),
+                        ("static_mean", statics), ("static_scale", statics)):
         _check_scaler(getattr(meta, name), named, where(name), scale=name.endswith("_scale"))
+    _check_entities(meta, columns, covariates, statics, where)
     if meta.data_config is not None and not isinstance(meta.data_config, dict):
         raise ConfigError(
             f"{where('data_config')} is a JSON {_json_type(meta.data_config)}; expected an object or null"
@@ -423,6 +483,26 @@ def _check_series_meta(data: Mapping, path: Path) -> SeriesMeta:
         if absent:
             raise ConfigError(f"{where('input_options.input_columns')} lacks the model columns {absent}")
     return meta
+
+
+def _check_entities(meta: SeriesMeta, columns: list[str], covariates: list[str], statics: list[str], where) -> None:
+    """A many-entity model's entity column, names and per-entity scalers."""
+    entities = _check_names(meta.entities, where("entities"))
+    if entities and not isinstance(meta.entity_col, str):
+        raise ConfigError(f"{where('entity_col')}={meta.entity_col!r}: a model of {len(entities)} entities needs the "
+                          "name of their column")
+    if not isinstance(meta.entity_scalers, dict) or sorted(meta.entity_scalers) != sorted(entities):
+        raise ConfigError(f"{where('entity_scalers')} must hold one scaler for each of the entities {entities[:5]}")
+    for entity, own in meta.entity_scalers.items():
+        if not isinstance(own, dict) or sorted(own) != sorted(_ENTITY_SCALER_KEYS):
+            raise ConfigError(f"{where('entity_scalers')}[{entity!r}] must have the keys {list(_ENTITY_SCALER_KEYS)}")
+        for key, named in zip(_ENTITY_SCALER_KEYS, (columns, columns, covariates, covariates, statics)):
+            _check_scaler(own[key], named, where(f"entity_scalers[{entity!r}].{key}"), scale=key.endswith("_scale"))
+    if meta.static_values:
+        _check_scaler(meta.static_values, statics, where("static_values"), scale=False)
+
+
+_ENTITY_SCALER_KEYS = ("scaler_mean", "scaler_scale", "covariate_mean", "covariate_scale", "static")
 
 
 def _check_scaler(values: Any, columns: list[str], where: str, *, scale: bool) -> None:
@@ -469,7 +549,8 @@ def _build_saved_model(document: Mapping, meta: SeriesMeta, path: Path) -> tuple
         raise ConfigError(f"{path}: model section: {exc}") from exc
     # A quantile model is saved as its point model, pred_len H·Q (_quantile_model checks H).
     expected = {"seq_len": meta.seq_len} if training.quantiles else {"seq_len": meta.seq_len, "pred_len": meta.pred_len}
-    expected.update(past_covariates=len(meta.past_covariates), future_covariates=len(meta.future_covariates))
+    expected.update(past_covariates=len(meta.past_covariates), future_covariates=len(meta.future_covariates),
+                    static_covariates=len(meta.static_covariates))
     for name, value in expected.items():
         if getattr(model.config, name) != value:
             said = f"data.{name} lists {value}" if name.endswith("_covariates") else f"data.{name}={value}"
@@ -478,9 +559,8 @@ def _build_saved_model(document: Mapping, meta: SeriesMeta, path: Path) -> tuple
 
 
 def _load_history(path: Path, document: Mapping, meta: SeriesMeta):
-    """(values [seq_len, C], timestamps) of history.npz, or (None, None) when the model has none."""
-    import pandas as pd
-
+    """(values [seq_len, K], timestamps) of history.npz, or (None, None) when the model has none;
+    for many entities ({entity: (values, timestamps)}, None)."""
     recorded = document.get(HISTORY_DIGEST)  # None in version 1 and for a model saved without history
     if not path.is_file():
         if recorded is not None:
@@ -488,6 +568,27 @@ def _load_history(path: Path, document: Mapping, meta: SeriesMeta):
         return None, None
     stored = _read_archive(path, HISTORY_FILE, ("values", "timestamps"), ("tz",))
     values, stamps, zone = stored["values"], stored["timestamps"], stored.get("tz", np.array(""))
+    if meta.entities:
+        if values.ndim != 3 or len(values) != len(meta.entities) or stamps.shape != values.shape[:2]:
+            raise ChecksumError(f"{path}: holds values of shape {values.shape} and timestamps of shape {stamps.shape}; "
+                                f"the model has {len(meta.entities)} entities (is it another model's {HISTORY_FILE}?)")
+        history = {e: _check_history(path, meta, rows, times, zone) for e, rows, times in zip(meta.entities, values, stamps)}
+    else:
+        history = _check_history(path, meta, values, stamps, zone)
+    if recorded is not None:
+        _check_digest(path, _sha256(path), HISTORY_DIGEST, document)
+    elif document["format_version"] >= 2:
+        raise ChecksumError(
+            f"{path}: {META_FILE} records {HISTORY_DIGEST}=null (the model was saved without history); "
+            "this file was put there after saving"
+        )
+    return (history, None) if meta.entities else history
+
+
+def _check_history(path: Path, meta: SeriesMeta, values: np.ndarray, stamps: np.ndarray, zone):
+    """(values [seq_len, K], timestamps) of one stored history, checked."""
+    import pandas as pd
+
     columns = len(meta.history_columns)
     if (not np.issubdtype(values.dtype, np.floating) or not np.issubdtype(stamps.dtype, np.integer)
             or not np.issubdtype(zone.dtype, np.str_) or zone.shape != ()):
@@ -506,13 +607,6 @@ def _load_history(path: Path, document: Mapping, meta: SeriesMeta):
         raise DataError(f"{path}: values hold {int((~np.isfinite(values)).sum())} NaN/inf entries")
     if (np.diff(stamps) <= 0).any():
         raise DataError(f"{path}: timestamps are not strictly increasing")
-    if recorded is not None:
-        _check_digest(path, _sha256(path), HISTORY_DIGEST, document)
-    elif document["format_version"] >= 2:
-        raise ChecksumError(
-            f"{path}: {META_FILE} records {HISTORY_DIGEST}=null (the model was saved without history); "
-            "this file was put there after saving"
-        )
     zone = str(zone)
     stamps = pd.DatetimeIndex(pd.to_datetime(stamps[-meta.seq_len :], utc=bool(zone)), name="date")
     if zone:

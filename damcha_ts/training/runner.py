@@ -256,19 +256,15 @@ def prepare_series(data_config: Mapping[str, Any]):
 
 
 def with_covariate_counts(model_config: Mapping[str, Any], series) -> dict:
-    """``model_config`` with the covariate counts of ``series``: the data decides how many covariate
-    tokens the model reads. ConfigError when the config already counts others."""
-    from damcha_ts.models.base import COVARIATE_KINDS
-
-    covariates = getattr(series, "covariates", None)
-    counts = {f"{kind}_covariates": 0 for kind in COVARIATE_KINDS if kind != "static"}
-    if covariates is not None:
-        counts.update(covariates.counts())
+    """``model_config`` with the covariate counts of ``series`` (``covariate_counts()``): the data
+    decides how many covariate tokens the model reads. ConfigError when the config counts others."""
+    counts = series.covariate_counts()
     for key, count in counts.items():
         given = model_config.get(key, 0)
         if given not in (0, count):
             raise ConfigError(f"model.{key}={given} but the data has {count} {key.replace('_', ' ')} "
-                              "(name them in data.past_covariates / data.future_covariates; the model counts follow)")
+                              "(name them in data.past_covariates / future_covariates / static_covariates; "
+                              "the model counts follow)")
     return {**model_config, **{k: v for k, v in counts.items() if v or k in model_config}}
 
 
@@ -430,6 +426,11 @@ def run_experiment(
     """
     started = time.perf_counter()
     run = RunConfig.load(config)
+    if run.data.protocol.entity_col is not None:
+        raise ConfigError(
+            f"data.entity_col={run.data.protocol.entity_col!r}: many-entity data trains with Forecaster.fit(table, "
+            "entity_col=...) for now; damcha-ts fit, the leaderboard and studies run one series per run"
+        )
     out_dir = Path(out_dir)
     if resume:
         _check_resumable(out_dir, run)

@@ -113,6 +113,14 @@ def fit_argv(data: Path, out: Path, *extra: str) -> list[str]:
             "--set", "training.max_epochs=2", "--set", "training.batch_size=16", "--no-plot", "--out", out, *extra]
 
 
+def fit_case(*extra: str):
+    """A Case's ``make``: ``damcha-ts fit`` of :func:`fit_argv` on a fresh :func:`hourly_frame` CSV, with ``extra``."""
+    def make(folder: Path, fixtures: dict) -> list[str]:
+        return fit_argv(write_csv(hourly_frame(), folder / "series.csv"), folder / "run", *extra)
+
+    return make
+
+
 def copy_run(run: Path, folder: Path, name: str = "run") -> Path:
     target = folder / name
     shutil.copytree(run, target)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from matrix import Case, check_case, copy_run, fit_argv, hourly_frame, run_cli, write_csv
+from matrix import Case, check_case, copy_run, fit_argv, fit_case, hourly_frame, run_cli, write_csv
 
 HORIZON = 4  # fit_argv's
 
@@ -53,24 +53,17 @@ def _predict_covariate_run(*extra, future=None):
     return make
 
 
-def _fit(*extra: str):
-    def make(folder: Path, fixtures: dict) -> list[str]:
-        return fit_argv(write_csv(hourly_frame(), folder / "series.csv"), folder / "run", *extra)
-
-    return make
-
-
 def _no_run(folder: Path) -> None:
     assert not (folder / "run" / "model").exists(), "a refused fit must not leave a model"
 
 
 CASES = [
-    Case("covariate not a column", _fit("--future-covariates", "v3"), 2,
+    Case("covariate not a column", fit_case("--future-covariates", "v3"), 2,
          "series: future_covariates ['v3'] are not columns (columns: ['v0', 'v1', 'v2'])", _no_run),
-    Case("covariate named twice", _fit("--past-covariates", "v1", "--future-covariates", "v1"), 2,
+    Case("covariate named twice", fit_case("--past-covariates", "v1", "--future-covariates", "v1"), 2,
          "columns ['v1'] are named as both past and future covariates", _no_run),
-    Case("static covariate", _fit("--static-covariates", "v1"), 2, "static covariates are constant per entity", _no_run),
-    Case("every column a covariate", _fit("--past-covariates", "v0,v1,v2"), 2,
+    Case("static covariate", fit_case("--static-covariates", "v1"), 2, "static_covariates is about many entities: name their column with entity_col", _no_run),
+    Case("every column a covariate", fit_case("--past-covariates", "v0,v1,v2"), 2,
          "every column is a covariate; at least one must be a variate to forecast", _no_run),
     Case("no future file", _predict_covariate_run(), 2,
          "this model reads the future covariates ['v2']: give their values at the 4 forecast timestamps"),

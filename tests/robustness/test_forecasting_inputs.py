@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from matrix import Case, check_case, copy_run, fit_argv, hourly_frame, write_csv
+from matrix import Case, check_case, copy_run, fit_case
 
 CALIBRATION = Path("model") / "calibration.npz"
 
@@ -23,13 +23,6 @@ def _predict(*extra: str, edit=None, command: str = "predict"):
         if edit is not None:
             edit(run / CALIBRATION)
         return [command, "--model", run, *extra]
-
-    return make
-
-
-def _fit(*extra: str):
-    def make(folder: Path, fixtures: dict) -> list[str]:
-        return fit_argv(write_csv(hourly_frame(), folder / "series.csv"), folder / "run", *extra)
 
     return make
 
@@ -56,12 +49,12 @@ CASES = [
          "(not a zip archive)"),
     Case("calibration scores replaced", _predict("--level", "80", edit=_replace_scores), 2,
          "recorded as calibration.sha256 in forecaster.json; the file was modified or replaced"),
-    Case("negative validation size", _fit("--val-size", "-5"), 2,
+    Case("negative validation size", fit_case("--val-size", "-5"), 2,
          "data.val_size must be a number of rows (an integer >= 0) or a fraction of the rows in (0, 1), got -5", _no_run),
-    Case("test size over one but not whole", _fit("--test-size", "2.5"), 2, "data.test_size must be a number of rows", _no_run),
-    Case("tails larger than the data", _fit("--val-size", "1000"), 2,
+    Case("test size over one but not whole", fit_case("--test-size", "2.5"), 2, "data.test_size must be a number of rows", _no_run),
+    Case("tails larger than the data", fit_case("--val-size", "1000"), 2,
          "1000 validation and 80 test rows leave 0 of the 400 rows for training", _no_run),
-    Case("validation size not a number", _fit("--val-size", "ten"), 2, "argument --val-size: invalid float value", _no_run),
+    Case("validation size not a number", fit_case("--val-size", "ten"), 2, "argument --val-size: invalid float value", _no_run),
 ]
 
 

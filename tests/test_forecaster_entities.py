@@ -1,0 +1,212 @@
+"""Many entities, one global model (issue 20): ``fit(table, entity_col="store")`` prepares each
+entity on its own (time index, length, split, scaler), trains on the windows of all of them, and
+``predict`` / ``evaluate`` answer per entity (and pooled)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from damcha_ts import Forecaster
+from damcha_ts.data import prepare
+from damcha_ts.errors import ConfigError, DataError
+
+L, H = 24, 12
+SMALL = {"d_model": 16, "d_ff": 32, "e_layers": 1, "n_heads": 2, "dropout": 0.0}
+LEVELS = {"a": 10.0, "b": 100.0, "c": 1000.0}
+
+
+def stores(lengths=(500, 600, 700), seed: int = 0) -> pd.DataFrame:
+    """Three stores of different levels, lengths and starts: sales and visits with a daily cycle,
+    a known promotion, and a constant size."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for k, ((store, level), rows) in enumerate(zip(LEVELS.items(), lengths)):
+        t = np.arange(rows)
+        promo = rng.normal(size=rows)
+        parts.append(pd.DataFrame({
+            "store": store,
+            "date": pd.date_range("2021-01-01", periods=rows, freq="h") + pd.Timedelta(hours=7 * k),
+            "size": float(k + 1),
+            "sales": level * (1 + 0.1 * np.sin(2 * np.pi * t / 24) + 0.05 * promo),
+            "visits": level / 10 * (1 + 0.1 * np.cos(2 * np.pi * t / 24)) + rng.normal(size=rows),
+            "promo": promo,
+        }))
+    return pd.concat(parts, ignore_index=True)
+
+
+def future_of(table: pd.DataFrame, value: float = 0.0) -> pd.DataFrame:
+    pieces = []
+    for store, rows in table.groupby("store", sort=False):
+        stamps = pd.date_range(rows["date"].iloc[-1], periods=H + 1, freq="h")[1:]
+        pieces.append(pd.DataFrame({"store": store, "date": stamps, "promo": value}))
+    return pd.concat(pieces, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def fitted() -> Forecaster:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forecaster = Forecaster("itransformer_mha", horizon=H, lookback=L, max_epochs=2, **SMALL,
+                                static_covariates=["size"], future_covariates=["promo"])
+        return forecaster.fit(stores(), entity_col="store")
+
+
+def test_each_entity_is_prepared_on_its_own_and_training_sees_all_their_windows(fitted):
+    table = stores()
+    entities = prepare(table, seq_len=L, pred_len=H, entity_col="store", static_covariates=["size"],
+                       future_covariates=["promo"], time_features_freq=None)
+    assert entities.entities == ["a", "b", "c"]
+    for store, one in zip(entities.entities, entities.series):
+        rows = table[table.store == store].drop(columns=["store", "size"])
+        alone = prepare(rows, seq_len=L, pred_len=H, future_covariates=["promo"], time_features_freq=None)
+        assert one.borders == alone.borders  # its own 70/10/20 split by time
+        np.testing.assert_array_equal(one.values, alone.values)
+        np.testing.assert_allclose(one.scaler.mean_, alone.scaler.mean_)  # its own train-row scaler
+    counts = {split: sum(s.window_count(split) for s in entities.series) for split in ("train", "val", "test")}
+    assert fitted.fit_result_["windows"] == counts
+    assert len(entities.windows("train")) == counts["train"]
+    assert fitted.model_config["static_covariates"] == 1
+
+
+def test_windows_of_all_entities_come_back_in_the_order_asked(fitted):
+    import torch
+
+    entities = prepare(stores(), seq_len=L, pred_len=H, entity_col="store", time_features_freq=None)
+    windows = entities.windows("train")
+    first_of_b = entities.series[0].window_count("train")
+    batch = windows.batch(torch.tensor([first_of_b, 0, first_of_b + 3]))
+    torch.testing.assert_close(batch["x"][0], entities.series[1].windows("train")[0]["x"])
+    torch.testing.assert_close(batch["x"][1], entities.series[0].windows("train")[0]["x"])
+    torch.testing.assert_close(batch["y"][2], entities.series[1].windows("train")[3]["y"])
+
+
+def test_a_global_scaler_is_fitted_on_the_train_rows_of_every_entity():
+    entities = prepare(stores(), seq_len=L, pred_len=H, entity_col="store", scaler="global", time_features_freq=None)
+    train = np.concatenate([s.values[slice(*s.borders["train"])] for s in entities.series])
+    for one in entities.series:
+        np.testing.assert_allclose(one.scaler.mean_, train.mean(axis=0))
+
+
+def test_predict_forecasts_every_entity_at_its_own_level_and_time(fitted):
+    table = stores()
+    forecast = fitted.predict(future=future_of(table))
+    assert list(forecast.columns) == ["store", "date", "sales", "visits"]
+    for store, level in LEVELS.items():
+        rows = forecast[forecast.store == store]
+        assert len(rows) == H
+        assert rows["date"].iloc[0] == table[table.store == store]["date"].iloc[-1] + pd.Timedelta(hours=1)
+        assert 0.7 * level < rows["sales"].mean() < 1.3 * level  # one model, each entity on its own scale
+    only_b = fitted.predict(future=future_of(table), entities=["b"])
+    pd.testing.assert_frame_equal(only_b, forecast[forecast.store == "b"].reset_index(drop=True))
+
+
+def test_evaluate_reports_each_entity_and_all_of_them_pooled(fitted):
+    scores = fitted.evaluate()
+    per_entity = scores["entities"]
+    assert sorted(per_entity) == ["a", "b", "c"]
+    windows = np.array([per_entity[e]["windows"] for e in "abc"])
+    assert scores["windows"] == windows.sum() == fitted.fit_result_["windows"]["test"]
+    assert scores["mse"] == pytest.approx(np.dot(windows, [per_entity[e]["mse"] for e in "abc"]) / windows.sum())
+    assert per_entity["c"]["mse_inverse"] > per_entity["a"]["mse_inverse"]  # raw errors follow each level
+
+
+def test_static_covariates_reach_the_forecast(fitted):
+    predictor = fitted.predictor
+    one = predictor.for_entity("b")
+    values, stamps = one.history
+    future = np.zeros((H, 1))
+    base = one.forecast_after(values, stamps, future).point
+    one.meta.static_values = [3.0]  # as if store b were as big as c
+    assert not np.allclose(one.forecast_after(values, stamps, future).point, base)
+
+
+def test_saved_and_loaded_a_many_entity_model_forecasts_the_same(fitted, tmp_path):
+    future = future_of(stores(), value=0.5)
+    loaded = Forecaster.load(fitted.save(tmp_path / "model"))
+    assert loaded.meta_.entities == ["a", "b", "c"]
+    pd.testing.assert_frame_equal(loaded.predict(future=future), fitted.predict(future=future))
+    # New histories of some of the entities.
+    table = stores(lengths=(300, 300, 300), seed=1)
+    two = table[table.store != "a"]
+    assert sorted(loaded.predict(two, future=future_of(two)).store.unique()) == ["b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda f: f.predict(future=future_of(stores()), entities=["z"]), ConfigError,
+         r"entities \['z'\] are not among the 3 entities the model knows"),
+        (lambda f: f.predict(future=future_of(stores())[lambda d: d.store != "c"]), ConfigError,
+         r"future= has no rows for entity 'c'"),
+        (lambda f: f.predict(), DataError, r"reads the future covariates \['promo'\]"),
+        (lambda f: f.backtest(), ConfigError, r"backtest\(\): not supported yet for a model of many entities"),
+        (lambda f: f.predict(future=future_of(stores()), level=[80]), ConfigError, r"not supported yet"),
+    ],
+    ids=["unknown-entity", "future-without-an-entity", "no-future", "backtest", "level"],
+)
+def test_many_entity_mistakes_are_clear_errors(fitted, call, error, message):
+    with pytest.raises(error, match=message):
+        call(fitted)
+
+
+@pytest.mark.parametrize(
+    ("table", "options", "message"),
+    [
+        (stores().assign(size=lambda d: np.arange(len(d))), {"static_covariates": ["size"]},
+         r"static covariate 'size' is not constant for entity 'a'"),
+        (stores(lengths=(500, 40, 700)), {}, r"entity 'b' of DataFrame: .*the train split has 28 rows"),
+        (stores(), {"entity_col": "shop"}, r"entity column 'shop' not found"),
+        (stores(), {"scaler": "store"}, r"scaler must be one of \('entity', 'global'\)"),
+    ],
+    ids=["static-varies", "entity-too-short", "no-entity-column", "bad-scaler"],
+)
+def test_bad_entity_tables_are_errors_naming_entity_and_column(table, options, message):
+    options = {"entity_col": "store", **options}
+    with pytest.raises((ConfigError, DataError), match=message):
+        prepare(table.drop(columns=[] if "static_covariates" in options else ["size"]), seq_len=L, pred_len=H,
+                **options)
+
+
+def test_entity_options_without_an_entity_column_are_refused():
+    with pytest.raises(ConfigError, match=r"static_covariates is about many entities: name their column with entity_col"):
+        prepare(stores().drop(columns=["store"]), seq_len=L, pred_len=H, static_covariates=["size"])
+
+
+def test_a_long_table_of_entities_is_read_per_entity_and_forecast_long():
+    table = stores().drop(columns=["size", "promo"]).melt(id_vars=["store", "date"], var_name="id", value_name="value")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forecaster = Forecaster("itransformer_mha", horizon=H, lookback=L, max_epochs=1, **SMALL).fit(table, entity_col="store")
+    forecast = forecaster.predict()
+    assert list(forecast.columns) == ["store", "date", "id", "value"]
+    assert len(forecast) == 3 * H * 2 and set(forecast["id"]) == {"sales", "visits"}
+
+
+def test_an_entity_column_read_as_a_variate_suggests_entity_col():
+    table = stores().drop(columns=["size"]).rename(columns={"store": "unique_id", "date": "ds"})
+    with pytest.raises(DataError, match=r"column 'unique_id' is not numeric.*pass entity_col='unique_id'"):
+        prepare(table, seq_len=L, pred_len=H)
+
+
+def test_damcha_ts_fit_refuses_entity_tables_with_a_reason(tmp_path):
+    from damcha_ts.cli.main import main
+
+    path = tmp_path / "stores.csv"
+    stores().drop(columns=["size", "promo"]).to_csv(path, index=False)
+    with pytest.raises(ConfigError, match=r"data.entity_col='store': many-entity data trains with Forecaster.fit"):
+        from damcha_ts.training.runner import run_experiment
+
+        run_experiment({"data": {"dataset": str(path), "entity_col": "store"}, "model": {"name": "itransformer_mha"}},
+                       tmp_path / "run")
+    assert main(["fit", "--data", str(path), "--model", "itransformer_mha", "--set", "data.entity_col=store",
+                 "--out", str(tmp_path / "cli")]) == 2
+    assert not (tmp_path / "cli" / "model").exists()
+
+
+def test_new_entity_tables_are_evaluated_per_entity(fitted):
+    scores = fitted.evaluate(stores(lengths=(400, 400, 400), seed=2))
+    assert sorted(scores["entities"]) == ["a", "b", "c"] and np.isfinite(scores["mse"])
