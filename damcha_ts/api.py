@@ -208,11 +208,9 @@ class Forecaster:
         (``Forecaster.load(old).calibrate(data).save(new)``) or calibrates on other held-out data.
         The windows must be ones the model did not train on.
         """
-        from damcha_ts.forecasting.entities import refuse_entities
         from damcha_ts.forecasting.intervals import calibrate
 
         predictor = self._predictor("calibrate")
-        refuse_entities(predictor, "calibrate()")
         series = _evaluation_series(self, data, borders, data_options)
         self.calibration_ = calibrate(predictor, series, split, batch_size=self.training.batch_size)
         return self
@@ -250,14 +248,15 @@ class Forecaster:
 
     def plot(self, data: Any = None, *, truth: Any = None, variates: Sequence[str] | None = None,
              history_steps: int | None = None, path: str | Path | None = None, ax=None, level: Any = None,
-             future: Any = None, **data_options: Any):
+             future: Any = None, entity: str | None = None, **data_options: Any):
         """Plot history, forecast and (when given) the truth of one or more variates.
 
         ``truth``: a wide DataFrame indexed by the forecast timestamps, or an array ``[H, N]``.
-        ``level=[80, 95]`` shades the calibrated intervals, ``future`` is as in :meth:`predict`.
+        ``level=[80, 95]`` shades the calibrated intervals, ``future`` is as in :meth:`predict`;
+        a many-entity model plots the ``entity`` named.
         Saves to ``path`` when given. Needs matplotlib (``pip install damcha-ts[plot]``).
         """
-        return _plot(self, data, truth, variates, history_steps, path, ax, level, future, data_options)
+        return _plot(self, data, truth, variates, history_steps, path, ax, level, future, entity, data_options)
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:
@@ -356,7 +355,6 @@ def _cross_validation(forecaster: Forecaster, data: Any, n_windows: int, step: i
     from damcha_ts.forecasting.intervals import check_levels, require_calibration
 
     predictor = forecaster._predictor("cross_validation")
-    _refuse_entities(predictor, "cross_validation()")
     every, levels = refit_every(refit), check_levels(level)  # checked before any data is read
     if not every:
         require_calibration(predictor, levels)
@@ -366,9 +364,18 @@ def _cross_validation(forecaster: Forecaster, data: Any, n_windows: int, step: i
             "model would train on the validation tail its intervals are calibrated on; fit without refit=True "
             "for intervals, or drop level="
         )
+    def train(values, timestamps):
+        return _window_predictor(forecaster, values, timestamps, calibrated=bool(levels))
+
+    if predictor.entities:
+        from damcha_ts.forecasting.backtest import window_step
+        from damcha_ts.forecasting.entities import cross_validation_entities, entity_rows
+
+        rows = entity_rows(predictor, forecaster._series, data, data_options)
+        return cross_validation_entities(predictor, rows, n_windows=n_windows, step=window_step(
+            n_windows, step, forecaster.horizon), refit=refit, train=train, level=level)
     values, stamps, input_options = _backtest_rows(forecaster, data, data_options)
-    return cross_validation(predictor, values, stamps, n_windows=n_windows, step=step, refit=refit,
-                            train=lambda v, t: _window_predictor(forecaster, v, t, calibrated=bool(levels)),
+    return cross_validation(predictor, values, stamps, n_windows=n_windows, step=step, refit=refit, train=train,
                             input_options=input_options, level=level)
 
 
@@ -417,29 +424,43 @@ def _backtest(forecaster: Forecaster, data: Any, n_windows: int, step: int | Non
     from damcha_ts.forecasting.intervals import check_levels, require_calibration
 
     predictor = forecaster._predictor("backtest")
-    _refuse_entities(predictor, "backtest()")
     step = window_step(n_windows, step, forecaster.horizon)
     require_calibration(predictor, check_levels(level))
+    if predictor.entities:
+        from damcha_ts.forecasting.entities import backtest_entities, entity_rows
+
+        rows = entity_rows(predictor, forecaster._series, data, data_options)
+        return backtest_entities(predictor, rows, n_windows=n_windows, step=step, level=level)
     values, stamps, input_options = _backtest_rows(forecaster, data, data_options)
     return backtest(predictor, values, stamps, n_windows=n_windows, step=step, input_options=input_options,
                     level=level)
 
 
 def _plot(forecaster: Forecaster, data: Any, truth: Any, variates: Sequence[str] | None, history_steps: int | None,
-          path: str | Path | None, ax, level: Any, future: Any, data_options: Mapping[str, Any]):
+          path: str | Path | None, ax, level: Any, future: Any, entity: str | None, data_options: Mapping[str, Any]):
     """Forecaster.plot (see there)."""
     from damcha_ts.forecasting.history import future_values
     from damcha_ts.forecasting.intervals import check_levels, require_calibration
     from damcha_ts.forecasting.predict import stored_history
     from damcha_ts.plotting import plot_prediction
 
-    predictor = forecaster._predictor("plot")
-    _refuse_entities(predictor, "plot()")
+    predictor, title = forecaster._predictor("plot"), forecaster.model_config["name"]
     require_calibration(predictor, check_levels(level))
-    values, stamps = stored_history(predictor) if data is None else history_from(forecaster.meta_, data, data_options)[2:]
-    future_rows = future_values(forecaster.meta_, future, predictor.future_timestamps(stamps[-1]))
+    if predictor.entities:  # one entity's history, forecast and (given) future
+        from damcha_ts.forecasting.entities import entity_tables, refuse_entities
+
+        if entity is None:
+            refuse_entities(predictor, "plot()")
+        whole, predictor, title = predictor, predictor.for_entity(entity), f"{title}: {entity}"
+        data = None if data is None else entity_tables(whole.meta, data).get(entity)
+        if future is not None and whole.meta.entity_col in map(str, future.columns):
+            future = entity_tables(whole.meta, future, "future").get(entity)
+    elif entity is not None:
+        raise ConfigError("plot(entity=...): this model was fitted on one series, not many entities (entity_col=)")
+    values, stamps = stored_history(predictor) if data is None else history_from(predictor.meta, data, data_options)[2:]
+    future_rows = future_values(predictor.meta, future, predictor.future_timestamps(stamps[-1]))
     return plot_prediction(predictor, values, stamps, truth=truth, variates=variates, history_steps=history_steps,
-                           path=path, ax=ax, title=forecaster.model_config["name"], level=level, future=future_rows)
+                           path=path, ax=ax, title=title, level=level, future=future_rows)
 
 
 def _settings(
@@ -504,12 +525,6 @@ def _with_counts(model_config: Mapping[str, Any], model) -> dict:
     return {**model_config, **{k: v for k, v in counts.items() if v or k in model_config}}
 
 
-def _refuse_entities(predictor, action: str) -> None:
-    from damcha_ts.forecasting.entities import refuse_entities
-
-    refuse_entities(predictor, action)
-
-
 def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ConfigError(f"{name} must be True or False, got {value!r}")
@@ -572,7 +587,8 @@ def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd
                       calibrated: bool = False):
     """(a Predictor trained as ``fit`` trains, on exactly these raw rows [T, K] of ``meta.history_columns``,
     its ``fit_result_`` facts): the model of one ``cross_validation(refit=...)`` window;
-    ``calibrated``: with its calibration on its validation tail (for ``level=``)."""
+    ``calibrated``: with its calibration on its validation tail (for ``level=``). Many entities:
+    ``values`` is ``{entity: (rows, timestamps)}`` and ``timestamps`` None."""
     from damcha_ts.data import prepare
     from damcha_ts.forecasting import Predictor
     from damcha_ts.forecasting.intervals import calibrate
@@ -580,10 +596,12 @@ def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd
 
     meta = forecaster.meta_
     saved = meta.data_config or {}
-    frame = pd.DataFrame(values, index=pd.DatetimeIndex(timestamps), columns=list(meta.history_columns))
+    frame = _window_table(meta, values, timestamps)
     options = {**{key: saved[key] for key in ("val_size", *ReadOptions.ALWAYS) if saved.get(key) is not None},
                **model_data_options(meta)}
     # The model's column order is prepare's (the target last), so the last column keeps it there.
+    if meta.entity_col is not None:
+        options["time_col"] = "__time__"
     series = prepare(frame, seq_len=forecaster.lookback, pred_len=forecaster.horizon, features=meta.features,
                      target=str(meta.columns[-1]), time_features_freq=meta.time_features_freq or meta.freq,
                      freq=meta.freq, test_size=0, **options)
@@ -595,6 +613,22 @@ def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd
     if calibrated:
         predictor.calibration = calibrate(predictor, series, "val", batch_size=forecaster.training.batch_size)
     return predictor, facts
+
+
+def _window_table(meta, values, timestamps) -> pd.DataFrame:
+    """The rows a cross-validation window trains on, as a frame ``prepare`` reads: one series
+    indexed by time, or (many entities) one table with the entity column and static covariates."""
+    if not isinstance(values, Mapping):
+        return pd.DataFrame(values, index=pd.DatetimeIndex(timestamps), columns=list(meta.history_columns))
+    parts = []
+    for entity, (rows, stamps) in values.items():
+        part = pd.DataFrame(rows, columns=list(meta.history_columns))
+        part.insert(0, "__time__", pd.DatetimeIndex(stamps))
+        part.insert(0, meta.entity_col, entity)
+        for name, value in zip(meta.static_covariates, meta.entity_scalers[entity]["static"]):
+            part[name] = value
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
 
 
 def _check_scorable(forecaster: Forecaster, series, split: str, *, fitted: bool) -> None:
@@ -645,8 +679,8 @@ def _fit_calibration(forecaster: Forecaster, series):
     window, or ``refit=True``, which trained on them: ``calibrate(data)`` on held-out data then)."""
     from damcha_ts.forecasting.intervals import calibrate
 
-    if forecaster.fit_result_.get("refit") or series.window_count("val") < 1 or hasattr(series, "entities"):
-        return None  # many entities: intervals not supported yet (forecasting/entities.py)
+    if forecaster.fit_result_.get("refit") or series.window_count("val") < 1:
+        return None
     return calibrate(forecaster._predictor("fit"), series, "val", batch_size=forecaster.training.batch_size)
 
 

@@ -128,7 +128,7 @@ def test_saved_and_loaded_a_many_entity_model_forecasts_the_same(fitted, tmp_pat
     future = future_of(stores(), value=0.5)
     loaded = Forecaster.load(fitted.save(tmp_path / "model"))
     assert loaded.meta_.entities == ["a", "b", "c"]
-    pd.testing.assert_frame_equal(loaded.predict(future=future), fitted.predict(future=future))
+    pd.testing.assert_frame_equal(loaded.predict(future=future, level=[80]), fitted.predict(future=future, level=[80]))
     # New histories of some of the entities.
     table = stores(lengths=(300, 300, 300), seed=1)
     two = table[table.store != "a"]
@@ -143,10 +143,9 @@ def test_saved_and_loaded_a_many_entity_model_forecasts_the_same(fitted, tmp_pat
         (lambda f: f.predict(future=future_of(stores())[lambda d: d.store != "c"]), ConfigError,
          r"future= has no rows for entity 'c'"),
         (lambda f: f.predict(), DataError, r"reads the future covariates \['promo'\]"),
-        (lambda f: f.backtest(), ConfigError, r"backtest\(\): not supported yet for a model of many entities"),
-        (lambda f: f.predict(future=future_of(stores()), level=[80]), ConfigError, r"not supported yet"),
+        (lambda f: f.plot(future=future_of(stores())), ConfigError, r"plot\(\): this model has 3 entities; name one \(entity=\.\.\.\)"),
     ],
-    ids=["unknown-entity", "future-without-an-entity", "no-future", "backtest", "level"],
+    ids=["unknown-entity", "future-without-an-entity", "no-future", "plot-without-entity"],
 )
 def test_many_entity_mistakes_are_clear_errors(fitted, call, error, message):
     with pytest.raises(error, match=message):
@@ -210,3 +209,43 @@ def test_damcha_ts_fit_refuses_entity_tables_with_a_reason(tmp_path):
 def test_new_entity_tables_are_evaluated_per_entity(fitted):
     scores = fitted.evaluate(stores(lengths=(400, 400, 400), seed=2))
     assert sorted(scores["entities"]) == ["a", "b", "c"] and np.isfinite(scores["mse"])
+
+
+def test_intervals_pool_every_entity_in_its_own_units_and_cover_near_nominal():
+    """Stationary stores of levels 10, 100 and 1000: one calibration, scores divided by each
+    store's scale; each store's 80 % interval then covers about 80 % of its test values, and its
+    width follows its level."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = stores(lengths=(1500, 1500, 1500)).drop(columns=["size", "promo"])
+        forecaster = Forecaster("itransformer_mha", horizon=H, lookback=L, max_epochs=3, **SMALL)
+        forecaster.fit(table, entity_col="store", split=(0.5, 0.25, 0.25))
+    scores = forecaster.evaluate(level=[80])
+    for store in "abc":
+        assert abs(scores["entities"][store]["coverage_80"] - 0.8) < 0.08, scores["entities"][store]
+    widths = [scores["entities"][store]["width_80"] for store in "abc"]
+    assert widths[0] < widths[1] < widths[2]
+    assert abs(scores["coverage_80"] - 0.8) < 0.05
+    forecast = forecaster.predict(level=[80])
+    assert (forecast["sales-lo-80"] <= forecast["sales"]).all() and (forecast["sales"] <= forecast["sales-hi-80"]).all()
+
+
+def test_backtest_and_cross_validation_run_per_entity_from_its_own_end(fitted):
+    table = stores()
+    backtest = fitted.backtest(n_windows=2)
+    assert list(backtest.columns[:3]) == ["store", "id", "date"] and set(backtest["store"]) == {"a", "b", "c"}
+    for store, rows in backtest.groupby("store"):
+        assert rows["date"].max() == table[table.store == store]["date"].max()  # the last window ends there
+        assert rows["cutoff"].nunique() == 2
+    retrained = fitted.cross_validation(n_windows=2, refit=True)
+    assert len(retrained) == len(backtest) and len(retrained.attrs["refits"]) == 2
+    first = retrained.attrs["refits"][0]
+    for store in "abc":  # trained on every store's rows up to its own first cutoff, never after
+        assert first["cutoffs"][store] == str(backtest[backtest.store == store]["cutoff"].min())
+
+
+def test_plot_draws_one_entity(fitted, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "b.png"
+    fitted.plot(entity="b", future=future_of(stores()), path=path)
+    assert path.stat().st_size > 0

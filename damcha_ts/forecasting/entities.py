@@ -18,16 +18,12 @@ import pandas as pd
 from damcha_ts.data.entities import check_entities, split_entities
 from damcha_ts.errors import ConfigError
 
-# Not yet for many entities (the note of issue 20 says so): each raises a ConfigError saying it.
-NOT_YET = ("backtest", "cross_validation", "plot", "calibrate", "level")
-
-
 def refuse_entities(predictor, action: str) -> None:
-    """ConfigError when ``predictor`` is a many-entity model and ``action`` is not supported for it."""
+    """ConfigError when ``predictor`` is a many-entity model and ``action`` needs one series."""
     if predictor.entities:
         raise ConfigError(
-            f"{action}: not supported yet for a model of many entities ({len(predictor.entities)} of them); "
-            "fit/predict/evaluate work, per entity and pooled"
+            f"{action}: this model has {len(predictor.entities)} entities; name one (entity=...), "
+            f"e.g. {predictor.entities[0]!r}"
         )
 
 
@@ -45,11 +41,12 @@ def entity_tables(meta, data: Any, label: str = "data") -> dict[str, pd.DataFram
 
 
 def predict_entities(predictor, data: Any = None, *, entities: Sequence[str] | None = None, future: Any = None,
-                     data_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+                     level: Sequence[float] = (), data_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """The forecast of every entity (or ``entities``) after its history (default: the stored one),
     one frame with the entity column first; ``future``: a frame with the entity column and the
-    future covariates at each entity's forecast timestamps."""
+    future covariates at each entity's forecast timestamps; ``level``: checked interval levels."""
     from damcha_ts.forecasting.history import future_values, history_from
+    from damcha_ts.forecasting.intervals import with_intervals
     from damcha_ts.forecasting.output import format_forecast
 
     meta = predictor.meta
@@ -72,7 +69,7 @@ def predict_entities(predictor, data: Any = None, *, entities: Sequence[str] | N
         if futures is not None and given is None:
             raise ConfigError(f"future= has no rows for entity {entity!r} (its {meta.entity_col!r} column)")
         rows = future_values(one.meta, given, one.future_timestamps(stamps[-1]))
-        forecast = one.forecast_after(values, stamps, rows)
+        forecast = with_intervals(one, one.forecast_after(values, stamps, rows), level)
         wide = format_forecast(forecast, "wide", meta.input_options, meta.input_options.get("input_columns"))
         wide = wide.reset_index()
         wide.insert(0, meta.entity_col, entity)
@@ -86,19 +83,81 @@ def predict_entities(predictor, data: Any = None, *, entities: Sequence[str] | N
     return frame
 
 
-def evaluate_entities(predictor, series, split: str, batch_size: int) -> dict[str, Any]:
+def entity_rows(predictor, series=None, data: Any = None, data_options: Mapping[str, Any] | None = None) -> dict:
+    """``{entity: (raw rows [T, K] of the history columns, timestamps [T])}``: of the fitted
+    ``series`` (an EntitySeries) without ``data``, else of each entity's table in ``data``."""
+    from damcha_ts.forecasting.history import load_history
+
+    if data is None:
+        if series is None:
+            raise ConfigError("backtest() needs data: this model was loaded without its training series")
+        return {e: (series.entity(e).history_rows(), series.entity(e).timestamps) for e in series.entities}
+    rows = {}
+    for entity, table in entity_tables(predictor.meta, data).items():
+        if entity not in predictor.entities:
+            raise ConfigError(f"entity {entity!r} of the data is not one of the model's {predictor.entities[:10]}")
+        frame = load_history(predictor.for_entity(entity).meta, table, dict(data_options or {}))[2]
+        rows[entity] = (frame[predictor.meta.history_columns].to_numpy(dtype=np.float64), frame.index)
+    return rows
+
+
+def backtest_entities(predictor, rows: Mapping[str, tuple], *, n_windows: int, step: int, level: Any = None) -> pd.DataFrame:
+    """:func:`~damcha_ts.forecasting.backtest.backtest` of every entity (each cutoff counted from its
+    own last row), one frame with the entity column first."""
+    from damcha_ts.forecasting.backtest import backtest
+
+    pieces = []
+    for entity, (values, stamps) in rows.items():
+        piece = backtest(predictor.for_entity(entity), values, stamps, n_windows=n_windows, step=step,
+                         input_options=predictor.meta.input_options, level=level)
+        piece.insert(0, predictor.meta.entity_col, entity)
+        pieces.append(piece)
+    return pd.concat(pieces, ignore_index=True)
+
+
+def cross_validation_entities(predictor, rows: Mapping[str, tuple], *, n_windows: int, step: int, refit, train,
+                              level: Any = None) -> pd.DataFrame:
+    """:func:`~damcha_ts.forecasting.cross_validation.cross_validation` over every entity: window k of
+    each entity is its k-th cutoff counted from its own last row; a retraining (``refit``) trains one
+    model with ``train({entity: (rows, timestamps)})`` on every entity's rows up to its cutoff."""
+    from damcha_ts.forecasting.backtest import cutoffs
+    from damcha_ts.forecasting.cross_validation import refit_every
+
+    every = refit_every(refit)
+    if not every:
+        return backtest_entities(predictor, rows, n_windows=n_windows, step=step, level=level)
+    positions = {e: cutoffs(len(v), n_windows, step, predictor.lookback, predictor.horizon) for e, (v, _) in rows.items()}
+    pieces, refits = [], []
+    for first in range(0, n_windows, every):
+        group = range(first, min(first + every, n_windows))
+        known = {e: (v[: positions[e][first] + 1], t[: positions[e][first] + 1]) for e, (v, t) in rows.items()}
+        trained = train(known, None)
+        window_predictor, facts = trained if isinstance(trained, tuple) else (trained, {})
+        ends = {e: positions[e][group[-1]] + 1 + predictor.horizon for e in rows}
+        pieces.append(backtest_entities(window_predictor, {e: (v[: ends[e]], t[: ends[e]]) for e, (v, t) in rows.items()},
+                                        n_windows=len(group), step=step, level=level))
+        refits.append({"cutoffs": {e: str(t[positions[e][first]]) for e, (_, t) in rows.items()}, "windows": len(group),
+                       "rows": sum(len(v) for v, _ in known.values()), **dict(facts)})
+    frame = pd.concat(pieces, ignore_index=True)
+    frame.attrs["refits"] = refits
+    return frame
+
+
+def evaluate_entities(predictor, series, split: str, batch_size: int, level: Any = None) -> dict[str, Any]:
     """Scores of each entity of ``series`` (an EntitySeries) through its own predictor, and of all
     of them pooled: each metric the window-weighted mean of the entities' (exactly the mean over
-    every window of every entity, since each entity's is the mean over its windows)."""
+    every window of every entity, since each entity's is the mean over its windows and cells);
+    ``wql``, a ratio, stays per entity."""
     per_entity = {}
     for entity in series.entities:
         one = series.entity(entity)
         if one.window_count(split) > 0:
-            per_entity[entity] = predictor.for_entity(entity).evaluate(one, split, batch_size)
+            per_entity[entity] = predictor.for_entity(entity).evaluate(one, split, batch_size, level=level or None)
     if not per_entity:
         raise ConfigError(f"evaluate(): no entity has a {split} window")
     windows = np.array([scores["windows"] for scores in per_entity.values()], dtype=np.float64)
+    first = next(iter(per_entity.values()))
     pooled = {key: float(np.dot(windows, [s[key] for s in per_entity.values()]) / windows.sum())
-              for key in ("mse", "mae", "mse_inverse", "mae_inverse") if key in next(iter(per_entity.values()))}
+              for key in first if key not in ("dataset", "split", "windows", "wql")}
     return {"dataset": series.name, "split": split, **pooled, "windows": int(windows.sum()),
             "entities": {e: {k: v for k, v in s.items() if k not in ("dataset", "split")} for e, s in per_entity.items()}}

@@ -41,6 +41,10 @@ Storage: the scores are sorted per (step, variate) and saved with the model (``c
 see :mod:`damcha_ts.training.artifacts`). At most :data:`MAX_WINDOWS` windows, evenly spaced over
 the split, are kept, fewer for wide data so that the scores stay within :data:`MAX_SCORES` numbers
 (but never fewer than :data:`MIN_WINDOWS`).
+
+Many entities (data/entities.py): one calibration pools the validation windows of every entity,
+each entity's scores divided by its scaler's scale (:func:`score_unit`), so that stores of 10 and
+of 1000 units share one set of scores; an entity's interval multiplies them back by its scale.
 """
 
 from __future__ import annotations
@@ -247,8 +251,32 @@ def calibrate(predictor, series, split: str = "val", *, batch_size: int = 256,
         raise DataError(f"calibrate(): the {split} split of {series.name or 'the data'} holds no window")
     pairs = level_pairs(predictor.quantiles)
     cells = predictor.horizon * len(predictor.output_columns) * (1 + len(pairs))
-    keep = max(1, min(count, int(max_windows), max(MIN_WINDOWS, MAX_SCORES // cells)))
-    windows = np.unique(np.linspace(0, count - 1, keep).round().astype(np.int64))
+    keep = max(1, min(int(max_windows), max(MIN_WINDOWS, MAX_SCORES // cells)))
+    if hasattr(series, "entities"):  # every entity's windows, in its own units (module docstring)
+        share = max(1, keep // len(series.entities))
+        scores = [_scores(predictor.for_entity(e), series.entity(e), split, share, batch_size)
+                  / score_unit(predictor.for_entity(e))
+                  for e in series.entities if series.entity(e).window_count(split) > 0]
+        return Calibration(scores=np.concatenate(scores, axis=1), pairs=pairs, split=split)
+    return Calibration(scores=_scores(predictor, series, split, keep, batch_size), pairs=pairs, split=split)
+
+
+def score_unit(predictor) -> np.ndarray | float:
+    """What one unit of a calibration score is in the forecast's units: 1 for a single series; an
+    entity's scaler scale of each output column for a many-entity model (module docstring)."""
+    from damcha_ts.data.protocol import scored_slice
+
+    meta = predictor.meta
+    if getattr(meta, "entity_col", None) is None:
+        return 1.0
+    return np.asarray(meta.scaler_scale, dtype=np.float64)[scored_slice(meta.features)]
+
+
+def _scores(predictor, series, split: str, keep: int, batch_size: int) -> np.ndarray:
+    """Conformity scores [1 + P, windows, H, C_out] of at most ``keep`` windows of ``split``, evenly spaced."""
+    pairs = level_pairs(predictor.quantiles)
+    count = series.window_count(split)
+    windows = np.unique(np.linspace(0, count - 1, min(count, keep)).round().astype(np.int64))
     kinds = []
     for point, quantile_values, truth in split_forecasts(predictor, series, split, windows=windows,
                                                          batch_size=batch_size):
@@ -257,7 +285,7 @@ def calibrate(predictor, series, split: str = "val", *, batch_size: int = 256,
             lo, hi = quantile_values[:, _index(predictor.quantiles, low)], quantile_values[:, _index(predictor.quantiles, high)]
             batch.append(np.maximum(lo - truth, truth - hi))
         kinds.append(np.stack(batch))
-    return Calibration(scores=np.concatenate(kinds, axis=1), pairs=pairs, split=split)
+    return np.concatenate(kinds, axis=1)
 
 
 def split_forecasts(predictor, series, split: str, *, windows: np.ndarray | None = None,
@@ -294,12 +322,13 @@ def _index(quantiles: Sequence[float], level: float) -> int:
 
 # ---------------------------------------------------------------------- intervals of forecasts
 def interval(point: np.ndarray, calibration: Calibration, level: float, *, quantile_values: np.ndarray | None = None,
-             quantiles: Sequence[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+             quantiles: Sequence[float] | None = None, unit: np.ndarray | float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi), each shaped like ``point`` [..., H, C_out]: the ``level`` % interval.
 
     ``quantile_values`` [..., Q, H, C_out] at ``quantiles`` are a quantile model's forecasts; with
     them and a trained pair for ``level`` the interval is CQR's, otherwise the residual one around
-    ``point`` (see the module docstring)."""
+    ``point`` (see the module docstring). ``unit``: the forecast units of one score unit
+    (:func:`score_unit`)."""
     (level,) = check_levels(level)
     point = np.asarray(point, dtype=np.float64)
     if point.shape[-2:] != (calibration.horizon, calibration.n_outputs):
@@ -307,7 +336,7 @@ def interval(point: np.ndarray, calibration: Calibration, level: float, *, quant
             f"the forecast has {point.shape[-2:]} (steps, variates); the calibration has "
             f"({calibration.horizon}, {calibration.n_outputs})"
         )
-    bound = calibration.quantile(level)  # [H, C_out]
+    bound = calibration.quantile(level) * unit  # [H, C_out]
     pair = calibration.pair(level)
     if pair is None:
         return point - bound, point + bound
@@ -328,10 +357,6 @@ def require_calibration(predictor, levels: Sequence[float]) -> Calibration | Non
     saying how to get one when the model has none or it does not fit the model."""
     if not levels:
         return None
-    if getattr(predictor, "entities", None):
-        from damcha_ts.forecasting.entities import refuse_entities
-
-        refuse_entities(predictor, f"level={[level_name(a) for a in levels]}")
     calibration = getattr(predictor, "calibration", None)
     if calibration is None:
         raise ConfigError(
@@ -362,8 +387,9 @@ def forecast_intervals(predictor, point: np.ndarray, quantile_values: np.ndarray
         return {}
     levels = check_levels(levels)
     calibration = require_calibration(predictor, levels)
-    bounds = {level: interval(point, calibration, level, quantile_values=quantile_values, quantiles=predictor.quantiles)
-              for level in levels}
+    unit = score_unit(predictor)
+    bounds = {level: interval(point, calibration, level, quantile_values=quantile_values, quantiles=predictor.quantiles,
+                              unit=unit) for level in levels}
     if getattr(predictor.meta, "nonnegative", False):  # Forecaster(nonnegative=True): intervals >= 0 too
         bounds = {level: (np.maximum(lo, 0.0), np.maximum(hi, 0.0)) for level, (lo, hi) in bounds.items()}
     return bounds
@@ -403,7 +429,8 @@ def interval_scores(predictor, series, split: str, levels: Sequence[float], *, b
         cells += truth.size
         for level in levels:
             name = level_name(level)
-            lo, hi = interval(point, calibration, level, quantile_values=quantile_values, quantiles=quantiles)
+            lo, hi = interval(point, calibration, level, quantile_values=quantile_values, quantiles=quantiles,
+                              unit=score_unit(predictor))
             sums[f"coverage_{name}"] = sums.get(f"coverage_{name}", 0.0) + float(((truth >= lo) & (truth <= hi)).sum())
             sums[f"width_{name}"] = sums.get(f"width_{name}", 0.0) + float((hi - lo).sum())
             pair = calibration.pair(level)

@@ -16,18 +16,17 @@ def predict(predictor, data: Any = None, *, future: Any = None, level: Any = Non
     over the forecast steps (:func:`~damcha_ts.forecasting.history.future_values`). ``level``
     (percentages, e.g. ``[80, 95]``) adds the calibrated intervals (:mod:`damcha_ts.forecasting.intervals`).
     A many-entity model forecasts every entity, or ``entities`` (:mod:`damcha_ts.forecasting.entities`)."""
-    if predictor.entities:
-        from damcha_ts.forecasting.entities import predict_entities, refuse_entities
-
-        if level is not None:
-            refuse_entities(predictor, "predict(level=...)")
-        return predict_entities(predictor, data, entities=entities, future=future, data_options=data_options)
-    if entities is not None:
-        raise ConfigError("predict(entities=...): this model was fitted on one series, not many entities (entity_col=)")
     from damcha_ts.forecasting.intervals import check_levels, require_calibration, with_intervals
 
     levels = check_levels(level)
     require_calibration(predictor, levels)
+    if predictor.entities:
+        from damcha_ts.forecasting.entities import predict_entities
+
+        return predict_entities(predictor, data, entities=entities, future=future, level=levels,
+                                data_options=data_options)
+    if entities is not None:
+        raise ConfigError("predict(entities=...): this model was fitted on one series, not many entities (entity_col=)")
     meta = predictor.meta
     if data is None:
         if data_options:

@@ -113,7 +113,8 @@ class Predictor:
         """The Predictor of one entity of a many-entity model (its scalers and static covariates;
         its stored history, when there is one)."""
         history = self.history.get(entity) if isinstance(self.history, dict) else None
-        return Predictor(self.model, self.meta.for_entity(entity), self.quantiles, history=history)
+        return Predictor(self.model, self.meta.for_entity(entity), self.quantiles, history=history,
+                         calibration=self.calibration)
 
     @property
     def entities(self) -> list[str]:
@@ -235,11 +236,9 @@ class Predictor:
 
         levels = check_levels(level)
         if hasattr(series, "entities"):
-            from damcha_ts.forecasting.entities import evaluate_entities, refuse_entities
+            from damcha_ts.forecasting.entities import evaluate_entities
 
-            if levels:
-                refuse_entities(self, "evaluate(level=...)")
-            return evaluate_entities(self, series, split, batch_size)
+            return evaluate_entities(self, series, split, batch_size, level=levels)
         require_calibration(self, levels)  # before any forecast
         loader = split_loader(series, split, batch_size=batch_size)
         errors = evaluate_loader(
