@@ -249,3 +249,20 @@ def test_plot_draws_one_entity(fitted, tmp_path):
     path = tmp_path / "b.png"
     fitted.plot(entity="b", future=future_of(stores()), path=path)
     assert path.stat().st_size > 0
+
+
+def test_a_neuralforecast_frame_with_covariate_columns_reads_each_id_as_a_series():
+    """``unique_id, ds, y, promo`` with ``future_covariates=["promo"]``: neuralforecast's layout,
+    where every id is a series of its own (here an entity whose one variate is ``y``)."""
+    table = stores().rename(columns={"store": "unique_id", "date": "ds", "sales": "y"})[["unique_id", "ds", "y", "promo"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forecaster = Forecaster("itransformer_mha", horizon=H, lookback=L, max_epochs=1, **SMALL,
+                                future_covariates=["promo"]).fit(table)
+    assert forecaster.meta_.entity_col == "unique_id" and forecaster.meta_.columns == ["y"]
+    future = future_of(table.rename(columns={"unique_id": "store", "ds": "date"})).rename(
+        columns={"store": "unique_id", "date": "ds"})
+    forecast = forecaster.predict(future=future)
+    assert list(forecast.columns) == ["unique_id", "ds", "y"] and len(forecast) == 3 * H
+    with pytest.raises(DataError, match=r"or name them as covariates \(future_covariates=\['promo'\]"):
+        Forecaster("itransformer_mha", horizon=H, lookback=L).fit(table)

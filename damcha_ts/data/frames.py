@@ -335,7 +335,8 @@ def decide_layout(
         wide_hint = ", or layout='wide' to read every column as a variate" if layout == "auto" else ""
         said = f"{label}: {how} a long file ({id_col}, {time_col}, {value_col}) but also has column(s) {extra}, "
         raise DataError(
-            f"{said}which a long file cannot hold; pass ignore={extra} to leave them out{wide_hint}",
+            f"{said}which a long file cannot hold; pass ignore={extra} to leave them out{wide_hint}, or name them as "
+            f"covariates (future_covariates={extra} or past_covariates=...) to read each {id_col} as a series with them",
             cli=f"{said}which a long file cannot hold; pass ignore={extra} (command line: --ignore {','.join(extra)}) "
                 f"to leave them out{wide_hint}",
         )

@@ -314,6 +314,14 @@ def prepare(
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ConfigError(f"{argument} must be a positive integer, got {value!r}")
     check_features(features)
+    if entity_col is None:  # a long table with covariate columns: each id is an entity (neuralforecast's frames)
+        from damcha_ts.data.entities import with_long_table_entities
+
+        named = {"past_covariates": past_covariates, "future_covariates": future_covariates,
+                 "static_covariates": static_covariates}
+        resolved = with_long_table_entities(source, {**load_options, **named})
+        entity_col = resolved.get("entity_col")
+        load_options = {k: v for k, v in resolved.items() if k not in named and k != "entity_col"}
     if entity_col is not None:
         return _prepare_entities(
             source, entity_col, scaler, static_covariates, load_options,
