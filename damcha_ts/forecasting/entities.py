@@ -4,7 +4,8 @@ A many-entity model is one network; each entity has its own scalers (or all shar
 covariates, so each forecast runs through that entity's :class:`Predictor`
 (``predictor.for_entity(name)``). Output frames carry the entity column first: wide (entity, time,
 variates) or long (the input's long columns with the entity). ``evaluate`` reports each entity and
-all of them pooled (every window of every entity counts once).
+all of them pooled (every window of every entity counts once); ``backtest`` and
+``cross_validation`` count each entity's cutoffs from its own last row.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pandas as pd
 
 from damcha_ts.data.entities import check_entities, split_entities
 from damcha_ts.errors import ConfigError
+
 
 def refuse_entities(predictor, action: str) -> None:
     """ConfigError when ``predictor`` is a many-entity model and ``action`` needs one series."""
