@@ -332,9 +332,7 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
     series, result, facts = _fit_model(forecaster, series, refit=refit)
     forecaster.model_ = result.module.model.cpu().eval()
     forecaster.model_config = _with_counts(forecaster.model_config, result.module.model)
-    # One entity's table (many entities: without their column and static covariates).
-    entity_columns = {options.get("entity_col"), *(options.get("static_covariates") or [])}
-    input_options["input_columns"] = [c for c in input_columns(data, options, series) if c not in entity_columns]
+    input_options["input_columns"] = input_columns(data, options, series)
     forecaster.data_config = _data_settings(data, options)
     forecaster.meta_ = SeriesMeta.from_series(
         series, data_config=forecaster.data_config, input_kind=kind, input_options=plain_values(input_options)

@@ -90,6 +90,13 @@ class ErrorAccumulator:
                 self._sums[key] = self._sums.get(key, 0.0) + cell_sums
         self.windows += pred.shape[0]
 
+    def merge(self, other: ErrorAccumulator) -> ErrorAccumulator:
+        """The errors of both (windows of several entities, each accumulated with its own scaler)."""
+        merged = ErrorAccumulator(self.scaler)
+        merged.windows = self.windows + other.windows
+        merged._sums = {key: self._sums.get(key, 0.0) + other._sums.get(key, 0.0) for key in {*self._sums, *other._sums}}
+        return merged
+
     def compute(self) -> dict:
         """``{"mse", "mae", "windows", "mse_per_horizon", ...}`` (+ ``raw_*`` with a scaler)."""
         if self.windows == 0:

@@ -9,6 +9,9 @@ would be). ``fit(table, entity_col="station")`` splits each station by time on i
 each with its own train rows, and trains one model on the windows of both; ``evaluate`` reports
 each station and both pooled, ``predict`` forecasts each station after its own last row. The
 stations' lengths differ on purpose (ETTh2 is cut shorter and starts later).
+
+The full run (10 epochs, one CPU thread, about 3 minutes): test MSE 0.275 on ETTh1 (2,857 windows),
+0.127 on ETTh2 (2,137), 0.211 pooled (z-scale, each station's own scaler).
 """
 
 from __future__ import annotations

@@ -191,19 +191,34 @@ def test_an_entity_column_read_as_a_variate_suggests_entity_col():
         prepare(table, seq_len=L, pred_len=H)
 
 
-def test_damcha_ts_fit_refuses_entity_tables_with_a_reason(tmp_path):
+def test_damcha_ts_fit_and_predict_take_an_entity_table(tmp_path, capsys):
+    """The same on the command line: --set data.entity_col=store with static and future covariates;
+    metrics.json pools every entity's test windows, and predict forecasts each entity."""
+    import json
+
     from damcha_ts.cli.main import main
 
+    table = stores()
     path = tmp_path / "stores.csv"
-    stores().drop(columns=["size", "promo"]).to_csv(path, index=False)
-    with pytest.raises(ConfigError, match=r"data.entity_col='store': many-entity data trains with Forecaster.fit"):
-        from damcha_ts.training.runner import run_experiment
-
-        run_experiment({"data": {"dataset": str(path), "entity_col": "store"}, "model": {"name": "itransformer_mha"}},
-                       tmp_path / "run")
-    assert main(["fit", "--data", str(path), "--model", "itransformer_mha", "--set", "data.entity_col=store",
-                 "--out", str(tmp_path / "cli")]) == 2
-    assert not (tmp_path / "cli" / "model").exists()
+    table.to_csv(path, index=False)
+    tiny = [arg for key, value in SMALL.items() for arg in ("--set", f"model.{key}={value}")]
+    code = main(["fit", "--data", str(path), "--model", "itransformer_mha", "--horizon", str(H), "--lookback", str(L),
+                 "--set", "data.entity_col=store", "--static-covariates", "size", "--future-covariates", "promo",
+                 "--set", "training.max_epochs=1", *tiny, "--out", str(tmp_path / "run")])
+    assert code == 0, capsys.readouterr().err
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    entities = prepare(table, seq_len=L, pred_len=H, entity_col="store", static_covariates=["size"],
+                       future_covariates=["promo"], time_features_freq=None)
+    assert metrics["test_windows"] == entities.window_count("test")
+    assert (tmp_path / "run" / "forecast.png").is_file()
+    future_of(table).to_csv(tmp_path / "future.csv", index=False)
+    out = tmp_path / "forecast.csv"
+    assert main(["predict", "--model", str(tmp_path / "run"), "--future", str(tmp_path / "future.csv"),
+                 "--level", "80", "--output", str(out)]) == 0
+    forecast = pd.read_csv(out)
+    assert list(forecast.columns) == ["store", "date", "sales", "visits", "sales-lo-80", "sales-hi-80",
+                                      "visits-lo-80", "visits-hi-80"]
+    assert len(forecast) == 3 * H
 
 
 def test_new_entity_tables_are_evaluated_per_entity(fitted):

@@ -59,7 +59,7 @@ def register(subparsers) -> None:
     source.add_argument("--test-size", type=float, metavar="ROWS_OR_FRACTION",
                         help="test tail: rows or a fraction (the run scores it, so it must hold windows)")
     for kind, what in (("past", "observed up to the forecast origin"), ("future", "known over the horizon too"),
-                       ("static", "constant per entity (many-entity data: Forecaster.fit for now)")):
+                       ("static", "constant per entity (with --set data.entity_col=COL)")):
         source.add_argument(f"--{kind}-covariates", type=column_list, metavar="COL[,COL...]",
                             help=f"columns the model reads and never forecasts, {what}")
     add_overrides_argument(source)
@@ -153,13 +153,19 @@ def write_forecast_plot(out_dir: Path, series) -> Path:
     from damcha_ts.api import Forecaster
 
     forecaster = Forecaster.load(out_dir)
+    entity = None
+    if hasattr(series, "entities"):  # many entities: the first one's last test window
+        entity, series = series.entities[0], series.entity(series.entities[0])
     L, H = series.seq_len, series.pred_len
     end = series.borders["test"][1]
     frame = pd.DataFrame(series.history_rows(), index=series.timestamps, columns=series.history_columns)
     history, truth = frame.iloc[end - H - L : end - H], frame[series.columns].iloc[end - H : end]
     future = frame[forecaster.meta_.future_covariates].iloc[end - H : end] if forecaster.meta_.future_covariates else None
+    if entity is not None:
+        history = history.assign(**{forecaster.meta_.entity_col: entity})
+        future = None if future is None else future.assign(**{forecaster.meta_.entity_col: entity})
     path = out_dir / "forecast.png"
-    forecaster.plot(history, truth=truth, path=path, future=future, allow_irregular=True)
+    forecaster.plot(history, truth=truth, path=path, future=future, entity=entity, allow_irregular=True)
     return path
 
 

@@ -187,7 +187,9 @@ def split_entities(frame: pd.DataFrame, entity_col: str, label: str, static: Seq
                                 "covariate has one value per entity (else make it a past or future covariate)")
             values.append(distinct[0])
         statics.append(values)
-        part = part.drop(columns=[entity_col, *static]).reset_index(drop=True)
+        part = part.drop(columns=[entity_col, *static])
+        if not isinstance(part.index, pd.DatetimeIndex):
+            part = part.reset_index(drop=True)  # a time column holds the timestamps
         part.attrs = {}  # its rows are no longer the file's: errors name the entity instead
         parts.append(part)
     static_values = None

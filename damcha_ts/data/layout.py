@@ -68,7 +68,13 @@ def _is_user_file(data: Any) -> bool:
 
 
 def input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:
-    """The variate columns of the fit input, in the input's order, named as load_frame names them."""
+    """The variate columns of the fit input, in the input's order, named as load_frame names them
+    (many entities: one entity's table, without the entity and static columns)."""
+    per_entity = {options.get("entity_col"), *(options.get("static_covariates") or [])}
+    return [c for c in _input_columns(data, options, series) if c not in per_entity]
+
+
+def _input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:
     if isinstance(data, np.ndarray):
         names = options.get("columns")
         return [str(c) for c in names] if names is not None else [str(i) for i in range(np.atleast_2d(data.T).shape[0])]
@@ -80,6 +86,8 @@ def input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:
             return [str(v) for v in pd.unique(data[shape.id_col].astype(str))]
     elif series.features != "S":
         return list(series.columns)  # a benchmark file lists its target last, as the series does
+    if options.get("entity_col"):
+        return list(series.history_columns)  # a long file of entities: each one's ids, in model order
     # A long file (its ids in order of first appearance) or a benchmark fitted on its target alone.
     import warnings
 

@@ -401,8 +401,7 @@ def _prepare_entities(source, entity_col, scaler, static_covariates, load_option
     from damcha_ts.data.frames import frame_label, read_csv_frame
 
     if isinstance(source, pd.DataFrame):
-        table = source.reset_index() if isinstance(source.index, pd.DatetimeIndex) else source
-        label = frame_label(source)
+        table, label = source, frame_label(source)
     elif isinstance(source, (str, os.PathLike)):
         table, label = read_csv_frame(source, sep=load_options.pop("sep", None)), str(source)
     else:

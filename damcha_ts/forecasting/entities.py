@@ -34,7 +34,7 @@ def entity_tables(meta, data: Any, label: str = "data") -> dict[str, pd.DataFram
     from damcha_ts.data.frames import frame_label, read_csv_frame
 
     if isinstance(data, pd.DataFrame):
-        table, label = (data.reset_index() if isinstance(data.index, pd.DatetimeIndex) else data), frame_label(data)
+        table, label = data, frame_label(data)
     else:
         table, label = read_csv_frame(data, sep=meta.input_options.get("sep")), str(data)
     present = [c for c in meta.static_covariates if c in map(str, table.columns)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import functools
 import json
 import logging
 import shutil
@@ -426,11 +427,6 @@ def run_experiment(
     """
     started = time.perf_counter()
     run = RunConfig.load(config)
-    if run.data.protocol.entity_col is not None:
-        raise ConfigError(
-            f"data.entity_col={run.data.protocol.entity_col!r}: many-entity data trains with Forecaster.fit(table, "
-            "entity_col=...) for now; damcha-ts fit, the leaderboard and studies run one series per run"
-        )
     out_dir = Path(out_dir)
     if resume:
         _check_resumable(out_dir, run)
@@ -516,8 +512,9 @@ def _write_outputs(out_dir: Path, run: RunConfig, fit: FitResult, series, result
         fit.module.model,  # a quantile model too: save_model_dir stores its point model, load wraps it
         _series_meta(series, run.data.to_dict()),
         training=run.training.to_dict(),
-        history_values=series.latest_values,
-        history_timestamps=series.latest_timestamps,
+        # Many entities: each one's last rows.
+        history_values=series.latest if hasattr(series, "entities") else series.latest_values,
+        history_timestamps=None if hasattr(series, "entities") else series.latest_timestamps,
         metrics={k: v for k, v in result.items() if isinstance(v, (int, float, str))},
     )
     write_atomically(out_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
@@ -531,7 +528,7 @@ def _series_meta(series, data_config: Mapping[str, Any]):
 
     options = {k: v for k, v in data_config.items() if k != "dataset"}
     kind, layout = describe_input(data_config["dataset"], options)
-    layout["input_columns"] = input_columns(data_config["dataset"], options, series)
+    layout["input_columns"] = input_columns(data_config["dataset"], options, series)  # one entity's, for many
     return SeriesMeta.from_series(series, data_config=data_config, input_kind=kind, input_options=layout)
 
 
@@ -541,9 +538,16 @@ def evaluate_test_split(fit: FitResult, series):
     Each rank evaluates the whole split in a plain loop (not ``trainer.test``, whose DDP sampler
     would pad the split with repeated windows), so all ranks report identical numbers.
     """
-    loader = fit.datamodule.test_dataloader()
     device = fit.trainer.strategy.root_device
     fit.module.to(device)
+    if hasattr(series, "entities"):  # each entity's windows with its own scaler, then all pooled
+        from damcha_ts.training.evaluation import split_loader
+
+        errors = [evaluate_loader(fit.module.model, split_loader(one, "test"), scaler=scored_scaler(one), device=device,
+                                  target_only=fit.module.target_only)
+                  for one in series.series if one.window_count("test") > 0]
+        return functools.reduce(lambda a, b: a.merge(b), errors)
+    loader = fit.datamodule.test_dataloader()
     return evaluate_loader(
         fit.module.model, loader, scaler=scored_scaler(series), device=device, target_only=fit.module.target_only
     )
