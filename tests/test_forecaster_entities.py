@@ -143,9 +143,11 @@ def test_saved_and_loaded_a_many_entity_model_forecasts_the_same(fitted, tmp_pat
         (lambda f: f.predict(future=future_of(stores())[lambda d: d.store != "c"]), ConfigError,
          r"future= has no rows for entity 'c'"),
         (lambda f: f.predict(), DataError, r"reads the future covariates \['promo'\]"),
+        (lambda f: f.predict(stores().replace({"store": {"c": "d"}}), future=future_of(stores())), ConfigError,
+         r"entities \['d'\] of the data were not in the fit data"),
         (lambda f: f.plot(future=future_of(stores())), ConfigError, r"plot\(\): this model has 3 entities; name one \(entity=\.\.\.\)"),
     ],
-    ids=["unknown-entity", "future-without-an-entity", "no-future", "plot-without-entity"],
+    ids=["unknown-entity", "future-without-an-entity", "no-future", "new-entity-in-data", "plot-without-entity"],
 )
 def test_many_entity_mistakes_are_clear_errors(fitted, call, error, message):
     with pytest.raises(error, match=message):

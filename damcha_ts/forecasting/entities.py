@@ -53,6 +53,11 @@ def predict_entities(predictor, data: Any = None, *, entities: Sequence[str] | N
 
     meta = predictor.meta
     tables = None if data is None else entity_tables(meta, data)
+    if tables is not None:
+        unknown = [e for e in tables if e not in set(predictor.entities)]
+        if unknown:  # never skipped silently
+            raise ConfigError(f"entities {unknown[:10]} of the data were not in the fit data; the model knows "
+                              f"{predictor.entities[:10]} (a new entity needs a model fitted with it)")
     known = predictor.entities if tables is None else [e for e in predictor.entities if e in tables]
     chosen = check_entities(predictor.entities, entities if entities is not None else known)
     futures = None if future is None else entity_tables(meta, future, "future")
