@@ -145,7 +145,9 @@ class Forecaster:
         ``test_size`` the tails: rows or fractions, ``test_size=0`` for no test split). ``data_options`` go to
         :func:`damcha_ts.data.prepare` (``id_col``, ``time_col``, ``value_col``, ``freq``, ``start``,
         ``fill``, ``features``, ``target``, ``split``...). Without ``data``, a Forecaster made by
-        :meth:`from_config` uses the config's dataset.
+        :meth:`from_config` uses the config's dataset. ``entity_col="store"`` reads a table of many
+        entities with the same variates as one model's data (each split and scaled on its own,
+        ``scaler="entity"`` or ``"global"``; see :mod:`damcha_ts.data.entities`).
 
         ``refit=True``: once early stopping has found the best epoch count on the validation split,
         retrain from scratch (same seed) on the train and validation rows for that many epochs,
