@@ -4,7 +4,7 @@ DIR is a directory written by ``damcha-ts fit`` (or ``Forecaster.save``). The in
 recent history in the layout the model was fitted on: wide (a time column and the same variate
 columns) or long (``--id-col``, ``--time-col``, ``--value-col``). Without ``--input`` the forecast
 continues the data the model was trained on. The output CSV has the ``horizon`` rows after the last
-input timestamp, in the input's layout. With ``--json`` stdout holds one JSON object describing it.
+input timestamp, in the input's layout and with its delimiter. With ``--json`` stdout holds one JSON object describing it.
 A model fitted with ``--future-covariates`` needs ``--future CSV``: those columns at the forecast
 timestamps (``damcha-ts predict`` says which when it is missing). ``--level 80 95`` adds calibrated prediction intervals: ``<variate>-lo-80`` / ``<variate>-hi-80``
 columns (wide), ``<value column>-lo-80`` / ``-hi-80`` (long); see ``damcha_ts.forecasting.intervals``.
@@ -75,14 +75,17 @@ def run(args: argparse.Namespace) -> int:
         # it still name the file and line.
         sep = options.get("sep", meta.input_options.get("sep"))  # as given at fit time
         forecast = predict(predictor, read_csv_frame(args.input, sep=sep), future=future, level=level, **options)
-    # Wide forecasts are indexed by their timestamps; long ones carry a time column.
+    # Wide forecasts are indexed by their timestamps; long ones carry a time column. The forecast
+    # is written with the delimiter the history was read with (--sep, or the fit input's).
     wide = isinstance(forecast.index, pd.DatetimeIndex)
+    history_file = args.input or (meta.data_config or {}).get("dataset")
+    sep = _output_separator(history_file, options.get("sep", meta.input_options.get("sep")))
     if args.output:
         from damcha_ts.files import write_atomically
 
-        write_atomically(Path(args.output).expanduser(), forecast.to_csv(index=wide))
+        write_atomically(Path(args.output).expanduser(), forecast.to_csv(index=wide, sep=sep))
     else:  # stdout holds the one JSON object with --json, so the forecast goes to stderr then
-        forecast.to_csv(sys.stderr if args.json else sys.stdout, index=wide)
+        forecast.to_csv(sys.stderr if args.json else sys.stdout, index=wide, sep=sep)
     if args.json:
         # A long forecast keeps the input's column order, so find its time column by type.
         times = forecast.index if wide else next(
@@ -104,6 +107,16 @@ def run(args: argparse.Namespace) -> int:
     elif args.output:
         print(f"wrote {len(forecast)} rows to {args.output}", file=sys.stderr)
     return 0
+
+
+def _output_separator(source, given: str | None) -> str:
+    """The delimiter of the history CSV (given, or detected from its header as when it is read); a comma
+    when the history is no CSV file (a benchmark name, an array)."""
+    from damcha_ts.data.frames import csv_separator
+
+    if source is None or not Path(str(source)).expanduser().is_file():
+        return given or ","
+    return csv_separator(Path(str(source)).expanduser(), given)[0]
 
 
 def check_output_path(args: argparse.Namespace, data_config) -> None:

@@ -62,6 +62,19 @@ def _predicts(run: str, data: str, *flags: str, columns: list[str] | None = None
     return after
 
 
+def _writes_with(run: str, data: str, sep: str):
+    """After a fit: ``damcha-ts predict --output`` writes the forecast with the input's delimiter."""
+
+    def after(folder: Path) -> None:
+        out = folder / "forecast.csv"
+        outcome = run_cli(["predict", "--model", folder / run, "--input", folder / data, "--output", out])
+        assert outcome.code == 0, outcome.stderr
+        header = out.read_text().splitlines()[0]
+        assert header.split(sep) == ["date", "v0", "v1", "v2"], header
+
+    return after
+
+
 def _reads(data: str, *flags: str, columns: list[str], rows: int = ROWS, freq: str = "h", check=None):
     """After a successful ``data info``: what was read (every variate there, nothing dropped)."""
 
@@ -217,7 +230,7 @@ CASES = [
     Case("tab-delimited file: detected", _info_case(_delimited("\t", "series.tsv")), 0, "read with delimiter '\\t'",
          after=_reads("series.tsv", columns=["v0", "v1", "v2"])),
     Case("semicolon file fitted: predict reads the same file", _fit_case(_delimited(";")), 0, "read with delimiter ';'",
-         after=_predicts("run", "series.csv", columns=["v0", "v1", "v2"])),
+         after=_both(_predicts("run", "series.csv", columns=["v0", "v1", "v2"]), _writes_with("run", "series.csv", ";"))),
     Case("--sep of two characters is refused", _info_case(_delimited(";"), "--sep", ";;"), 2,
          "sep must be one character"),
     Case("--sep that is empty is refused", _info_case(_delimited(";"), "--sep", ""), 2, "sep must be one character"),
