@@ -537,11 +537,13 @@ def _sized_model_config(forecaster: Forecaster, series) -> dict:
     """The model config fit builds: on user data, the size keys the constructor was not given
     chosen from ``series`` (:func:`damcha_ts.models.sizing.size_for_series`); a benchmark keeps
     the config as it is."""
+    from damcha_ts.models.base import COVARIATE_KINDS
     from damcha_ts.models.sizing import SIZE_KEYS, size_for_series
 
     given = forecaster._given_model
     if series.dataset is not None or all(key in given for key in SIZE_KEYS):
-        return forecaster.model_config
+        # An earlier fit's covariate counts are not this data's: the data sets them again.
+        return {k: v for k, v in forecaster.model_config.items() if k not in {f"{c}_covariates" for c in COVARIATE_KINDS}}
     options = {k: v for k, v in given.items() if k != "name"}
     sized = {**options, **size_for_series(series, options)}
     return _model_config(given["name"], forecaster.lookback, forecaster.horizon, sized)

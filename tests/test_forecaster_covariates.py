@@ -174,3 +174,27 @@ def test_new_data_is_evaluated_with_the_models_covariates_however_they_were_give
         forecaster.fit(driven_frame(400), features="MS", target="sales", future_covariates=["promo"])  # a fit option
     scores = forecaster.evaluate(driven_frame(400, seed=1), features="MS", target="sales")
     assert scores["windows"] > 0 and np.isfinite(scores["mse"])
+
+
+def test_fitting_again_with_other_covariates_starts_from_the_constructor():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # Every size key given: fit keeps the config rather than sizing it from the data again.
+        forecaster = Forecaster("itransformer_damcha", horizon=H, lookback=L, max_epochs=1, **SMALL,
+                                generator_hidden=[8], future_covariates=["promo"])
+        forecaster.fit(driven_frame(400), features="MS", target="sales")
+        forecaster.fit(driven_frame(400), features="MS", target="sales", future_covariates=["promo", "temp"])
+    assert forecaster.model_config["future_covariates"] == 2 and forecaster.meta_.future_covariates == ["promo", "temp"]
+
+
+def test_future_timestamps_are_parsed_with_the_fits_date_format():
+    frame = driven_frame(200).rename_axis("date").reset_index()  # ends on the 9th of January
+    frame["date"] = frame["date"].dt.strftime("%d/%m/%Y %H:%M")  # day first: 09/01 is the 9th of January
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forecaster = Forecaster("itransformer_mha", horizon=H, lookback=L, max_epochs=1, **SMALL,
+                                future_covariates=["promo"])
+        forecaster.fit(frame, features="MS", target="sales", date_format="%d/%m/%Y %H:%M")
+    stamps = forecaster.future_timestamps(pd.Timestamp("2020-01-09 07:00"))
+    future = pd.DataFrame({"date": stamps.strftime("%d/%m/%Y %H:%M"), "promo": 0.0})
+    assert len(forecaster.predict(future=future)) == H

@@ -283,3 +283,46 @@ def test_a_neuralforecast_frame_with_covariate_columns_reads_each_id_as_a_series
     assert list(forecast.columns) == ["unique_id", "ds", "y"] and len(forecast) == 3 * H
     with pytest.raises(DataError, match=r"or name them as covariates \(future_covariates=\['promo'\]"):
         Forecaster("itransformer_mha", horizon=H, lookback=L).fit(table)
+
+
+def test_entity_ids_are_text_whatever_their_type(fitted):
+    table = stores().replace({"store": {"a": 1, "b": 2, "c": 3}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forecaster = Forecaster("itransformer_mha", horizon=H, lookback=L, max_epochs=1, **SMALL).fit(
+            table.drop(columns=["size", "promo"]), entity_col="store")
+    assert forecaster.meta_.entities == ["1", "2", "3"]
+    assert set(forecaster.predict(entities=2)["store"]) == {"2"}
+    assert forecaster.predictor.for_entity(2).history is not None
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (lambda t: t.assign(size=np.where(t.store == "c", np.nan, t["size"])), DataError,
+         r"static covariate 'size' of entity 'c' is nan; every entity needs a finite value"),
+    ],
+    ids=["static-nan"],
+)
+def test_bad_static_values_are_errors_naming_the_entity(change, error, message):
+    with pytest.raises(error, match=message):
+        prepare(change(stores()), seq_len=L, pred_len=H, entity_col="store", static_covariates=["size"])
+
+
+def test_changed_static_values_at_predict_time_are_refused_and_short_histories_name_their_entity(fitted):
+    table = stores()
+    with pytest.raises(ConfigError, match=r"static covariate 'size' of entity 'a' is 100.0; the model was fitted with 1.0"):
+        fitted.predict(table.assign(size=np.where(table.store == "a", 100.0, table["size"])), future=future_of(table))
+    short = pd.concat([table[table.store != "b"], table[table.store == "b"].tail(10)])
+    with pytest.raises(DataError, match=r"entity 'b': the history has 10 rows"):
+        fitted.predict(short, future=future_of(short))
+
+
+def test_a_long_entity_model_writes_intervals_as_columns_not_as_ids():
+    table = stores().drop(columns=["size", "promo"]).melt(id_vars=["store", "date"], var_name="id", value_name="value")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forecaster = Forecaster("itransformer_mha", horizon=H, lookback=L, max_epochs=1, **SMALL).fit(table, entity_col="store")
+    forecast = forecaster.predict(level=[80])
+    assert list(forecast.columns) == ["store", "date", "id", "value", "value-lo-80", "value-hi-80"]
+    assert set(forecast["id"]) == {"sales", "visits"} and len(forecast) == 3 * 2 * H

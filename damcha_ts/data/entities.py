@@ -149,7 +149,9 @@ def check_entities(known: Sequence[str], wanted: Sequence[str] | None) -> list[s
     """``wanted`` (None: all of ``known``), each one an entity of the model (ConfigError naming it)."""
     if wanted is None:
         return list(known)
-    wanted = [wanted] if isinstance(wanted, str) else [str(e) for e in wanted]
+    if isinstance(wanted, str) or not isinstance(wanted, (list, tuple, set, pd.Index, np.ndarray)):
+        wanted = [wanted]  # one entity; ids are compared as text (the entity column is read as text)
+    wanted = [str(e) for e in wanted]
     unknown = [e for e in wanted if e not in set(known)]
     if unknown:
         shown = list(known)[:10]
@@ -198,6 +200,11 @@ def split_entities(frame: pd.DataFrame, entity_col: str, label: str, static: Seq
             static_values = np.asarray(statics, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise DataError(f"{label}: static covariates {list(static)} must be numbers: {exc}") from exc
+        bad = np.argwhere(~np.isfinite(static_values))
+        if bad.size:
+            i, j = (int(v) for v in bad[0])
+            raise DataError(f"{label}: static covariate {static[j]!r} of entity {entities[i]!r} is "
+                            f"{static_values[i, j]}; every entity needs a finite value")
     return entities, parts, static_values
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.data.entities import check_entities, split_entities
-from damcha_ts.errors import ConfigError
+from damcha_ts.errors import ConfigError, DamchaError
 
 
 def refuse_entities(predictor, action: str) -> None:
@@ -30,7 +30,9 @@ def refuse_entities(predictor, action: str) -> None:
 
 
 def entity_tables(meta, data: Any, label: str = "data") -> dict[str, pd.DataFrame]:
-    """``data`` (a frame or CSV with the model's entity column) cut into one table per entity."""
+    """``data`` (a frame or CSV with the model's entity column) cut into one table per entity. Its
+    static covariate columns, when there, must hold the values the model was fitted with (they are
+    part of the model; a changed value is an error, never ignored)."""
     from damcha_ts.data.frames import frame_label, read_csv_frame
 
     if isinstance(data, pd.DataFrame):
@@ -38,7 +40,13 @@ def entity_tables(meta, data: Any, label: str = "data") -> dict[str, pd.DataFram
     else:
         table, label = read_csv_frame(data, sep=meta.input_options.get("sep")), str(data)
     present = [c for c in meta.static_covariates if c in map(str, table.columns)]
-    entities, parts, _ = split_entities(table, meta.entity_col, label, present)
+    entities, parts, statics = split_entities(table, meta.entity_col, label, present)
+    for entity, values in zip(entities, [] if statics is None else statics):
+        fitted = dict(zip(meta.static_covariates, meta.entity_scalers.get(entity, {}).get("static", [])))
+        for column, value in zip(present, values):
+            if column in fitted and not np.isclose(value, fitted[column]):
+                raise ConfigError(f"{label}: static covariate {column!r} of entity {entity!r} is {value}; the model was "
+                                  f"fitted with {fitted[column]} (static covariates are fixed at fit time: refit to change them)")
     return dict(zip(entities, parts))
 
 
@@ -71,23 +79,21 @@ def predict_entities(predictor, data: Any = None, *, entities: Sequence[str] | N
         else:
             if entity not in tables:
                 raise ConfigError(f"entity {entity!r} is not in the data given to predict()")
-            values, stamps = history_from(one.meta, tables[entity], dict(data_options or {}))[2:]
+            try:
+                values, stamps = history_from(one.meta, tables[entity], dict(data_options or {}))[2:]
+            except DamchaError as exc:  # the same error, saying which entity it is about
+                raise type(exc)(f"entity {entity!r}: {exc}") from exc
         given = None if futures is None else futures.get(entity)
         if futures is not None and given is None:
             raise ConfigError(f"future= has no rows for entity {entity!r} (its {meta.entity_col!r} column)")
         rows = future_values(one.meta, given, one.future_timestamps(stamps[-1]))
         forecast = with_intervals(one, one.forecast_after(values, stamps, rows), level)
-        wide = format_forecast(forecast, "wide", meta.input_options, meta.input_options.get("input_columns"))
-        wide = wide.reset_index()
-        wide.insert(0, meta.entity_col, entity)
-        pieces.append(wide)
-    frame = pd.concat(pieces, ignore_index=True)
-    if meta.input_kind == "long":
-        from damcha_ts.forecasting.output import long_names
-
-        id_col, time_col, value_col = long_names(meta.input_options)
-        frame = frame.melt(id_vars=[meta.entity_col, time_col], var_name=id_col, value_name=value_col)
-    return frame
+        kind = "long" if meta.input_kind == "long" else "wide"
+        piece = format_forecast(forecast, kind, meta.input_options, meta.input_options.get("input_columns"))
+        piece = piece.reset_index() if kind == "wide" else piece.reset_index(drop=True)
+        piece.insert(0, meta.entity_col, entity)
+        pieces.append(piece)
+    return pd.concat(pieces, ignore_index=True)
 
 
 def entity_rows(predictor, series=None, data: Any = None, data_options: Mapping[str, Any] | None = None) -> dict:

@@ -60,7 +60,9 @@ def future_values(meta, future: Any, timestamps: pd.DatetimeIndex) -> np.ndarray
         if not candidates:
             raise DataError(f"future=: no DatetimeIndex and no time column (one of {TIME_COLUMN_NAMES}); columns are "
                             f"{list(map(str, frame.columns))}")
-        frame = frame.set_index(pd.DatetimeIndex(pd.to_datetime(frame[candidates[0]], errors="coerce")))
+        # Parsed as the fit input's time column was (its date_format).
+        stamps = pd.to_datetime(frame[candidates[0]], format=meta.input_options.get("date_format"), errors="coerce")
+        frame = frame.set_index(pd.DatetimeIndex(stamps))
         frame = frame.drop(columns=[candidates[0]])
     given = [str(c) for c in frame.columns]
     missing, extra = [c for c in names if c not in given], [c for c in given if c not in names]

@@ -112,6 +112,7 @@ class Predictor:
     def for_entity(self, entity: str) -> Predictor:
         """The Predictor of one entity of a many-entity model (its scalers and static covariates;
         its stored history, when there is one)."""
+        entity = str(entity)  # ids are text (the entity column is read as text)
         history = self.history.get(entity) if isinstance(self.history, dict) else None
         return Predictor(self.model, self.meta.for_entity(entity), self.quantiles, history=history,
                          calibration=self.calibration)

@@ -104,7 +104,7 @@ class SeriesMeta:
 
         from damcha_ts.data.entities import check_entities
 
-        check_entities(self.entities, [entity])
+        (entity,) = check_entities(self.entities, [entity])
         own = self.entity_scalers[entity]
         return dataclasses.replace(
             self, entities=[], entity_scalers={}, scaler_mean=list(own["scaler_mean"]),
