@@ -431,6 +431,8 @@ def interval_scores(predictor, series, split: str, levels: Sequence[float], *, b
             name = level_name(level)
             lo, hi = interval(point, calibration, level, quantile_values=quantile_values, quantiles=quantiles,
                               unit=score_unit(predictor))
+            if getattr(predictor.meta, "nonnegative", False):  # scored as predict gives them
+                lo, hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
             sums[f"coverage_{name}"] = sums.get(f"coverage_{name}", 0.0) + float(((truth >= lo) & (truth <= hi)).sum())
             sums[f"width_{name}"] = sums.get(f"width_{name}", 0.0) + float((hi - lo).sum())
             pair = calibration.pair(level)
