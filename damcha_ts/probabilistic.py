@@ -26,6 +26,7 @@ How it works, without a second model implementation:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
@@ -206,10 +207,16 @@ class QuantileForecastModel(nn.Module):
         return self.point_model.name
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None, covariates=None) -> torch.Tensor:
-        """x: [B, L, N], x_mark: [B, L, M] or None (and the point model's covariates) -> [B, Q, H, N]."""
+        """x: [B, L, N], x_mark: [B, L, M] or None, covariates (future ones [B, L + H, F]) -> [B, Q, H, N]."""
         if covariates is not None and covariates.future is not None:
-            raise ConfigError("a quantile model's point model forecasts H·Q steps; future covariates over the "
-                              "horizon are not supported with quantiles yet")
+            # The point model forecasts Q level blocks of H steps: each block reads the same H
+            # horizon values of the future covariates, so they are tiled once per level.
+            future, lookback = covariates.future, x.shape[1]
+            if future.shape[1] != lookback + self.horizon:
+                raise ConfigError(f"future covariates of shape {list(future.shape)}; this quantile model reads "
+                                  f"[B, {lookback + self.horizon}, F] (lookback and horizon)")
+            tiled = torch.cat([future[:, :lookback], future[:, lookback:].repeat(1, len(self.quantiles), 1)], dim=1)
+            covariates = dataclasses.replace(covariates, future=tiled)
         stacked = self.point_model(x, x_mark, covariates)  # [B, Q·H, N]: level-major blocks of H steps
         per_level = stacked.unflatten(1, (len(self.quantiles), self.horizon))  # [B, Q, H, N]
         # Monotone rearrangement (see module docstring); gradients flow to whichever output got each rank.

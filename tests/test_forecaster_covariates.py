@@ -157,10 +157,8 @@ def test_intervals_and_evaluate_work_with_covariates(with_covariates):
         ({"past_covariates": ["sales"]}, ConfigError, r"the target 'sales' cannot also be a covariate"),
         ({"past_covariates": ["promo"], "future_covariates": ["promo"]}, ConfigError, r"both past and future covariates"),
         ({"static_covariates": ["store_size"]}, ConfigError, r"static_covariates is about many entities: name their column"),
-        ({"future_covariates": ["promo"], "quantiles": [0.1, 0.9]}, ConfigError,
-         r"quantiles= with future covariates is not supported yet"),
     ],
-    ids=["typo", "target", "both-kinds", "static", "quantiles"],
+    ids=["typo", "target", "both-kinds", "static"],
 )
 def test_covariate_mistakes_are_clear_errors(keywords, error, message):
     with pytest.raises(error, match=message):
@@ -198,3 +196,17 @@ def test_future_timestamps_are_parsed_with_the_fits_date_format():
     stamps = forecaster.future_timestamps(pd.Timestamp("2020-01-09 07:00"))
     future = pd.DataFrame({"date": stamps.strftime("%d/%m/%Y %H:%M"), "promo": 0.0})
     assert len(forecaster.predict(future=future)) == H
+
+
+def test_a_quantile_model_reads_the_future_covariates_in_every_level_block():
+    """The point model of a quantile model forecasts Q blocks of H steps; each block gets the same
+    horizon values of the future covariates, so changing them moves every level."""
+    quantile_model = fitted(future_covariates=["promo"], quantiles=[0.1, 0.9])
+    stamps = quantile_model.future_timestamps(driven_frame(400).index[-1])
+    low = quantile_model.predict(future=pd.DataFrame({"promo": -np.ones(H)}, index=stamps))
+    high = quantile_model.predict(future=pd.DataFrame({"promo": np.ones(H)}, index=stamps))
+    assert list(low.columns) == ["sales", "sales_q0.1", "sales_q0.5", "sales_q0.9"]
+    for column in low.columns:
+        assert not np.allclose(low[column], high[column]), column
+    assert (low["sales_q0.1"] <= low["sales_q0.9"]).all()
+    assert 0.0 <= quantile_model.evaluate(level=[80])["coverage_80"] <= 1.0

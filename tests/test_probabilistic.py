@@ -222,3 +222,19 @@ def test_wrapper_and_builder_reject_inconsistent_inputs():
         QuantileForecastModel(build_model(tiny_config("itransformer_mha", pred_len=4)), [0.9, 0.1])
     with pytest.raises(ConfigError, match="pred_len"):
         build_quantile_model({"name": "itransformer_mha", "seq_len": SEQ_LEN}, [0.1])
+
+
+def test_future_covariates_are_tiled_once_per_level_block_of_the_point_model():
+    from damcha_ts.models.base import Covariates
+
+    torch.manual_seed(0)
+    L, H, levels = 16, 4, (0.1, 0.5, 0.9)
+    config = {"name": "itransformer_mha", "seq_len": L, "pred_len": H, "d_model": 16, "n_heads": 2, "e_layers": 1,
+              "d_ff": 16, "dropout": 0.0, "future_covariates": 2}
+    model = build_model(config, quantiles=levels).eval()
+    x, future = torch.randn(3, L, 5), torch.randn(3, L + H, 2)
+    tiled = torch.cat([future[:, :L], future[:, L:], future[:, L:], future[:, L:]], dim=1)  # [3, L + 3H, 2]
+    expected = model.point_model(x, None, Covariates(future=tiled)).unflatten(1, (3, H)).sort(dim=1).values
+    torch.testing.assert_close(model(x, None, Covariates(future=future)), expected)
+    with pytest.raises(ConfigError, match=r"this quantile model reads \[B, 20, F\]"):
+        model(x, None, Covariates(future=tiled))

@@ -165,10 +165,5 @@ def build_model(config: Mapping | str, *, quantiles: Sequence[float] | None = No
     levels = validate_quantiles(quantiles)
     if model_config.pred_len < 1:
         raise ConfigError(f"model config pred_len must be >= 1, got {model_config.pred_len!r}")
-    if model_config.future_covariates:
-        # The point model forecasts H·Q steps, so its future covariates would span the wrong horizon.
-        raise ConfigError("quantiles= with future covariates is not supported yet: fit a point model "
-                          "(intervals come from level=, calibrated on validation windows), or give the "
-                          "covariates as past_covariates")
     point_config = replace(model_config, pred_len=model_config.pred_len * len(levels))
     return QuantileForecastModel(spec_of(point_config).model_class(point_config), levels)
