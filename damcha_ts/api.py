@@ -73,7 +73,8 @@ class Forecaster:
         past_covariates, future_covariates: columns of the data the model reads and never forecasts
             or scores: past ones are observed up to the forecast origin, future ones are known over
             the horizon too (calendars, prices, promotions; ``predict(future=frame)`` gives them).
-        static_covariates: per-entity constants; they need many-entity data, not supported yet.
+        static_covariates: per-entity constants (a store's size), for many-entity data: ``fit(table,
+            entity_col="store")``; one more token, z-scored over the entities.
         **model_hyperparameters: model config keys (``d_model``, ``e_layers``, ``n_heads``,
             ``dropout``, DAMCHA options...) and other training keys (``patience``,
             ``lr_schedule``, ``weight_decay``, ``variate_fraction``...).
