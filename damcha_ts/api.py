@@ -544,7 +544,7 @@ def _sized_model_config(forecaster: Forecaster, series) -> dict:
     given = forecaster._given_model
     if series.dataset is not None or all(key in given for key in SIZE_KEYS):
         # An earlier fit's covariate counts are not this data's: the data sets them again.
-        return {k: v for k, v in forecaster.model_config.items() if k not in {f"{c}_covariates" for c in COVARIATE_KINDS}}
+        return {**forecaster.model_config, **{f"{kind}_covariates": 0 for kind in COVARIATE_KINDS}}
     options = {k: v for k, v in given.items() if k != "name"}
     sized = {**options, **size_for_series(series, options)}
     return _model_config(given["name"], forecaster.lookback, forecaster.horizon, sized)
