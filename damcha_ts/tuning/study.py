@@ -18,10 +18,7 @@ import contextlib
 import json
 import math
 import os
-import signal
-import subprocess
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -210,75 +207,12 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
     return {"finished": finished, "failed": failed}
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def worker_environment(index: int, workers: int, gpus: int, environ: Mapping[str, str] | None = None) -> dict:
-    """The environment of worker ``index``: its share of the CPU cores and, with GPUs, one of them
-    (round-robin over the visible ones), so that its trials train on that GPU alone."""
-    from damcha_ts.training.devices import threads_per_worker, visible_gpu_ids
-
-    env = dict(os.environ if environ is None else environ)
-    # Each worker trains on its part of the cores instead of all of them fighting for every core.
-    env["OMP_NUM_THREADS"] = str(threads_per_worker(workers, env))
-    if gpus > 0:
-        visible = visible_gpu_ids(gpus, env)
-        env["CUDA_VISIBLE_DEVICES"] = visible[index % len(visible)]
-    return env
-
-
 def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
-    """Start ``workers`` worker processes on ``spec`` and wait for them; returns exit codes."""
-    folder = out_dir / WORKERS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    tag = f"{spec['launch']:05d}_{os.getpid()}"
-    spec_path = folder / f"spec_{tag}.json"
-    # Owner-only: the storage URL in it may hold a database password.
-    descriptor = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        json.dump(spec, handle, indent=1)
-    import torch
+    """Start ``workers`` trial workers on ``spec`` (:func:`damcha_ts.workers.launch_workers`) and wait for them."""
+    from damcha_ts.workers import launch_workers
 
-    gpus = torch.cuda.device_count()
-    procs = []
-    for index in range(workers):
-        log_path = folder / f"worker_{tag}_{index}.log"
-        with open(log_path, "w", encoding="utf-8") as log_file:
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "damcha_ts.tuning.worker", str(spec_path), str(index)],
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    env=worker_environment(index, workers, gpus),
-                )
-            )
-    log(f"{workers} workers started (pids {', '.join(str(p.pid) for p in procs)}); logs in {folder}")
-    # A SIGTERM (kill, timeout, a batch scheduler) stops the workers too, as Ctrl+C does; otherwise
-    # they would keep spending the budget with nobody left to write the report.
-    restore = None
-    if threading.current_thread() is threading.main_thread():
-        restore = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        codes = [proc.wait() for proc in procs]
-    except KeyboardInterrupt:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        raise
-    finally:
-        if restore is not None:
-            signal.signal(signal.SIGTERM, restore)
-        spec_path.unlink(missing_ok=True)  # it holds the storage URL, password included
-    for index, code in enumerate(codes):
-        if code != 0:
-            log(f"worker {index} exited with code {code}; see {folder / f'worker_{tag}_{index}.log'}")
-    return codes
+    return launch_workers("damcha_ts.tuning.worker", spec, out_dir / WORKERS_DIR, workers,
+                          tag=f"{spec['launch']:05d}_{os.getpid()}", log=log)
 
 
 def evaluate_config(

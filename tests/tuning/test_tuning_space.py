@@ -343,7 +343,7 @@ def test_launches_that_start_together_get_different_seeds():
 
 def test_each_worker_gets_one_gpu_and_each_run_one_device():
     from damcha_ts.tuning.objective import one_device_per_run
-    from damcha_ts.tuning.study import worker_environment
+    from damcha_ts.workers import worker_environment
 
     base = {"PATH": "/bin"}
     assert "CUDA_VISIBLE_DEVICES" not in worker_environment(0, 2, gpus=0, environ=base)

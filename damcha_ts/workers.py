@@ -1,0 +1,86 @@
+"""Worker processes on one machine: spawn K of them, each with its share of the cores or one GPU,
+forward a SIGTERM or Ctrl+C to them, and report their exit codes.
+
+One launcher for every pool of workers (issue 21): ``damcha-ts tune`` starts its trial workers
+through it. Each worker is ``python -m MODULE SPEC.json INDEX``: the spec file (owner-only, since it
+may hold a storage URL with a password) says what to do, the index which worker it is; its output
+goes to its own log file. What the workers share (a study, a queue of cells) lives in a storage they
+all reach, not in this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+
+def worker_environment(index: int, workers: int, gpus: int, environ: Mapping[str, str] | None = None) -> dict:
+    """The environment of worker ``index``: its share of the CPU cores and, with GPUs, one of them
+    (round-robin over the visible ones), so that it trains on that GPU alone."""
+    from damcha_ts.training.devices import threads_per_worker, visible_gpu_ids
+
+    env = dict(os.environ if environ is None else environ)
+    # Each worker trains on its part of the cores instead of all of them fighting for every core.
+    env["OMP_NUM_THREADS"] = str(threads_per_worker(workers, env))
+    if gpus > 0:
+        visible = visible_gpu_ids(gpus, env)
+        env["CUDA_VISIBLE_DEVICES"] = visible[index % len(visible)]
+    return env
+
+
+def launch_workers(module: str, spec: Mapping, folder: Path, workers: int, *, tag: str,
+                   log: Callable[[str], None] = print) -> list[int]:
+    """Start ``workers`` processes ``python -m module SPEC INDEX`` on ``spec`` (written to
+    ``folder/spec_<tag>.json``, removed at the end), logs in ``folder/worker_<tag>_<index>.log``; wait
+    for them and return their exit codes. A SIGTERM or Ctrl+C stops them too (terminate, then kill
+    after 60 s) and is raised again as KeyboardInterrupt."""
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    spec_path = folder / f"spec_{tag}.json"
+    # Owner-only: a storage URL in it may hold a database password.
+    descriptor = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(dict(spec), handle, indent=1)
+    gpus = torch.cuda.device_count()
+    procs = []
+    for index in range(workers):
+        with open(folder / f"worker_{tag}_{index}.log", "w", encoding="utf-8") as log_file:
+            procs.append(subprocess.Popen([sys.executable, "-m", module, str(spec_path), str(index)], stdout=log_file,
+                                          stderr=subprocess.STDOUT, env=worker_environment(index, workers, gpus)))
+    log(f"{workers} workers started (pids {', '.join(str(p.pid) for p in procs)}); logs in {folder}")
+    # A SIGTERM (kill, timeout, a batch scheduler) stops the workers too, as Ctrl+C does; otherwise
+    # they would go on with nobody left to collect their results.
+    restore = None
+    if threading.current_thread() is threading.main_thread():
+        restore = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        codes = [proc.wait() for proc in procs]
+    except KeyboardInterrupt:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        raise
+    finally:
+        if restore is not None:
+            signal.signal(signal.SIGTERM, restore)
+        spec_path.unlink(missing_ok=True)  # it may hold the storage URL, password included
+    for index, code in enumerate(codes):
+        if code != 0:
+            log(f"worker {index} exited with code {code}; see {folder / f'worker_{tag}_{index}.log'}")
+    return codes
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
