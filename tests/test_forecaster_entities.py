@@ -326,3 +326,13 @@ def test_a_long_entity_model_writes_intervals_as_columns_not_as_ids():
     forecast = forecaster.predict(level=[80])
     assert list(forecast.columns) == ["store", "date", "id", "value", "value-lo-80", "value-hi-80"]
     assert set(forecast["id"]) == {"sales", "visits"} and len(forecast) == 3 * 2 * H
+
+
+def test_a_saved_entity_history_of_the_wrong_shape_is_refused(fitted, tmp_path):
+    from damcha_ts.errors import ChecksumError
+
+    directory = fitted.save(tmp_path / "model")
+    stored = dict(np.load(directory / "history.npz"))
+    np.savez(directory / "history.npz", **{**stored, "values": stored["values"][0], "timestamps": stored["timestamps"][0]})
+    with pytest.raises(ChecksumError, match=r"history.npz: holds values of shape \(24, 3\).*the model has 3 entities"):
+        Forecaster.load(directory)

@@ -227,6 +227,29 @@ def _output_over_training_data(folder: Path, fixtures: dict, run: Path) -> list[
     return ["--output", folder / "series.csv"]
 
 
+def _with_covariate(name: str, scale: float = 1.0):
+    """One past covariate ``name`` with a scaler (mean 0, ``scale``)."""
+
+    def change(document: dict) -> None:
+        document["data"].update(past_covariates=[name], covariate_mean=[0.0], covariate_scale=[scale])
+
+    return change
+
+
+def _with_entities(scalers=None, scale=None):
+    """Two entities 'a' and 'b' with the saved scaler each (``scalers`` replaces them; ``scale``
+    replaces b's scaler_scale)."""
+
+    def change(document: dict) -> None:
+        data = document["data"]
+        own = {"scaler_mean": data["scaler_mean"], "scaler_scale": data["scaler_scale"], "covariate_mean": [],
+               "covariate_scale": [], "static": []}
+        given = {"a": own, "b": {**own, **({"scaler_scale": scale} if scale is not None else {})}}
+        data.update(entity_col="store", entities=["a", "b"], entity_scalers=given if scalers is None else scalers)
+
+    return change
+
+
 # Messages the user sees: the file, the field and what is wrong with it.
 SAME_AS_INPUT = "is the same file as --input"
 NOT_A_NPZ = "history.npz: not a readable NumPy .npz archive"
@@ -261,6 +284,27 @@ CASES = [
          "forecaster.json: data.freq='fortnightly' is not a pandas frequency string", _nothing_written),
     Case("a column named twice", _case(_edit(_set("data", "columns", ["v0", "v0", "v2"]))), 2,
          "forecaster.json: data.columns names ['v0'] more than once", _nothing_written),
+    # The covariate and entity fields of issue 20: names, their scalers, the model's counts.
+    Case("covariates the model was not built with", _case(_edit(_set("data", "past_covariates", ["temp"]))), 2,
+         "forecaster.json: data.covariate_mean has length 0; expected a list of 1 numbers", _nothing_written),
+    Case("a covariate that is also a column", _case(_edit(_with_covariate("v0"))), 2,
+         "forecaster.json: data names ['v0'] twice among the columns and covariates", _nothing_written),
+    Case("a covariate scale of 0", _case(_edit(_with_covariate("temp", scale=0.0))), 2,
+         "data.covariate_scale of column 'temp' is 0.0; a scale must be > 0", _nothing_written),
+    Case("covariate names not text", _case(_edit(_set("data", "future_covariates", [1, 2]))), 2,
+         "forecaster.json: data.future_covariates=[1, 2] is not a list of column names", _nothing_written),
+    Case("a covariate count the model lacks", _case(_edit(_with_covariate("temp"))), 2,
+         "forecaster.json: model.past_covariates=0 but data.past_covariates lists 1", _nothing_written),
+    Case("entities without their column", _case(_edit(_set("data", "entities", ["a", "b"]))), 2,
+         "forecaster.json: data.entity_col=None: a model of 2 entities needs the name of their column",
+         _nothing_written),
+    Case("entities without their scalers", _case(_edit(_with_entities(scalers={}))), 2,
+         "forecaster.json: data.entity_scalers must hold one scaler for each of the entities ['a', 'b']",
+         _nothing_written),
+    Case("an entity scaler of the wrong length", _case(_edit(_with_entities(scale=[1.0]))), 2,
+         "data.entity_scalers['b'].scaler_scale has length 1; expected a list of 3 numbers", _nothing_written),
+    Case("entity scalers not an object", _case(_edit(_with_entities(scalers=[1, 2]))), 2,
+         "data.entity_scalers must hold one scaler for each of the entities", _nothing_written),
     # A malformed forecaster.json.
     Case("forecaster.json is {}", _case(_text("{}")), 2,
          "forecaster.json: format None is not 'damcha_ts.forecaster'", _nothing_written),
