@@ -265,13 +265,12 @@ class Forecaster:
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:
         """Write config, weights, scaler, column/frequency metadata and the history tail."""
-        from damcha_ts.training.artifacts import save_model_dir
+        from damcha_ts.training.artifacts import history_arguments, save_model_dir
 
         self._check_fitted("save")
-        values, stamps = self._history if isinstance(self._history, tuple) else (self._history, None)
         calibration = None if self.calibration_ is None else self.calibration_.to_saved()
         return save_model_dir(directory, self.model_, self.meta_, training=dataclasses.asdict(self.training),
-                              history_values=values, history_timestamps=stamps, metrics=self.fit_result_,
+                              **history_arguments(self._history), metrics=self.fit_result_,
                               calibration=calibration)
 
     @classmethod
@@ -321,6 +320,7 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
     """Forecaster.fit (see there)."""
     from damcha_ts.data import prepare
     from damcha_ts.training.artifacts import SeriesMeta
+    from damcha_ts.training.runner import with_covariate_counts
 
     if data is None:
         if not forecaster._configured_data.get("dataset"):
@@ -334,7 +334,7 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
     windows = {split: series.window_count(split) for split in ("train", "val", "test")}
     series, result, facts = _fit_model(forecaster, series, refit=refit)
     forecaster.model_ = result.module.model.cpu().eval()
-    forecaster.model_config = _with_counts(forecaster.model_config, result.module.model)
+    forecaster.model_config = with_covariate_counts(forecaster.model_config, series)  # as fit_series built it
     input_options["input_columns"] = input_columns(data, options, series)
     forecaster.data_config = _data_settings(data, options)
     forecaster.meta_ = SeriesMeta.from_series(
@@ -342,8 +342,7 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
     )
     forecaster.meta_.nonnegative = forecaster.nonnegative
     forecaster._series = series
-    # The source's last rows (of each entity, for many).
-    forecaster._history = series.latest if hasattr(series, "entities") else (series.latest_values, series.latest_timestamps)
+    forecaster._history = series.latest  # the source's last rows (of each entity, for many)
     forecaster.fit_result_ = facts
     forecaster.fit_result_.update(_size_report(forecaster, windows))
     forecaster.calibration_ = None  # an earlier fit's, which may not fit this model's columns
@@ -517,15 +516,6 @@ def _model_config(model: str, lookback: int, horizon: int, options: Mapping[str,
 
     model_spec(model, where="model")  # named as the constructor's argument
     return resolve_model_config({"name": model, **options, "seq_len": lookback, "pred_len": horizon})
-
-
-def _with_counts(model_config: Mapping[str, Any], model) -> dict:
-    """``model_config`` with the covariate counts the trained ``model`` was built with (the data's)."""
-    from damcha_ts.models.base import COVARIATE_KINDS
-
-    point_model = getattr(model, "point_model", model)
-    counts = {f"{k}_covariates": getattr(point_model.config, f"{k}_covariates") for k in COVARIATE_KINDS}
-    return {**model_config, **{k: v for k, v in counts.items() if v or k in model_config}}
 
 
 def _flag(value: Any, name: str) -> bool:

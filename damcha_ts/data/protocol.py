@@ -98,6 +98,12 @@ class SeriesData:
         then the past and the future covariates."""
         return [*self.columns, *(self.covariates.columns if self.covariates is not None else [])]
 
+    @property
+    def latest(self) -> tuple[np.ndarray, pd.DatetimeIndex]:
+        """(the last ``seq_len`` rows of ``history_columns``, their timestamps): where a forecast of
+        what comes next starts (an EntitySeries has one per entity)."""
+        return self.latest_values, self.latest_timestamps
+
     def covariate_counts(self) -> dict[str, int]:
         """How many covariates of each kind a model of this series reads (its config's counts)."""
         counts = {"past_covariates": 0, "future_covariates": 0}

@@ -254,9 +254,11 @@ def calibrate(predictor, series, split: str = "val", *, batch_size: int = 256,
     keep = max(1, min(int(max_windows), max(MIN_WINDOWS, MAX_SCORES // cells)))
     if hasattr(series, "entities"):  # every entity's windows, in its own units (module docstring)
         share = max(1, keep // len(series.entities))
-        scores = [_scores(predictor.for_entity(e), series.entity(e), split, share, batch_size)
-                  / score_unit(predictor.for_entity(e))
-                  for e in series.entities if series.entity(e).window_count(split) > 0]
+        scores = []
+        for entity in series.entities:
+            one, rows = predictor.for_entity(entity), series.entity(entity)
+            if rows.window_count(split) > 0:
+                scores.append(_scores(one, rows, split, share, batch_size) / score_unit(one))
         return Calibration(scores=np.concatenate(scores, axis=1), pairs=pairs, split=split)
     return Calibration(scores=_scores(predictor, series, split, keep, batch_size), pairs=pairs, split=split)
 

@@ -174,6 +174,15 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def history_arguments(history) -> dict:
+    """:func:`save_model_dir`'s history keywords for a series' ``latest`` rows: ``(values,
+    timestamps)`` of one series, ``{entity: (values, timestamps)}`` of many, or None."""
+    if history is None or isinstance(history, Mapping):
+        return {"history_values": history, "history_timestamps": None}
+    values, timestamps = history
+    return {"history_values": values, "history_timestamps": timestamps}
+
+
 def save_model_dir(
     directory: str | Path,
     model: torch.nn.Module,

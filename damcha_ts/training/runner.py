@@ -502,7 +502,7 @@ def _run_facts(run: RunConfig, fit: FitResult) -> dict[str, Any]:
 def _write_outputs(out_dir: Path, run: RunConfig, fit: FitResult, series, result: dict, tables) -> None:
     """Breakdowns, ``model/`` and, last, ``metrics.json`` (its presence means the whole run is on disk;
     the leaderboard relies on it)."""
-    from damcha_ts.training.artifacts import save_model_dir
+    from damcha_ts.training.artifacts import history_arguments, save_model_dir
 
     if tables is not None:
         _write_table(out_dir / "metrics_per_step.csv", tables[0])
@@ -512,9 +512,7 @@ def _write_outputs(out_dir: Path, run: RunConfig, fit: FitResult, series, result
         fit.module.model,  # a quantile model too: save_model_dir stores its point model, load wraps it
         _series_meta(series, run.data.to_dict()),
         training=run.training.to_dict(),
-        # Many entities: each one's last rows.
-        history_values=series.latest if hasattr(series, "entities") else series.latest_values,
-        history_timestamps=None if hasattr(series, "entities") else series.latest_timestamps,
+        **history_arguments(series.latest),
         metrics={k: v for k, v in result.items() if isinstance(v, (int, float, str))},
     )
     write_atomically(out_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
