@@ -1,8 +1,12 @@
 """``damcha-ts leaderboard --config configs/leaderboard/NAME.yaml``: run a grid, then rewrite the report.
 
-Runs every cell of the grid that has no row in the results CSV yet (``--max-cells N`` stops after N,
-so a background job can run the grid in pieces), then, when a cell finished, regenerates
-``LEADERBOARD.md`` and its plots next to the CSV; a run that trains nothing changes no file.
+Runs every cell of the grid that has no row in the results CSV yet, on the grid's Optuna study in
+``--storage`` (default: the SQLite file ``leaderboard.db`` beside the CSV; a PostgreSQL URL lets
+many machines run one grid: start the same command on each). ``--workers K`` runs K cells at once on
+this machine (default: one per GPU, else one); ``--max-cells N`` stops after N, so a background job
+can run the grid in pieces; ``--status`` says where every cell stands. Then, when a cell finished,
+the CSV is exported from the storage and ``LEADERBOARD.md`` and its plots are regenerated next to
+it; a run that trains nothing changes no file.
 ``--config`` may be repeated (grids run in order). The report covers every grid ever run or reported
 into that results folder (listed in ``report_grids.yaml`` beside the CSV) and every grid named in the
 CSV, so a run over one grid keeps the other grids' sections. ``--report-only`` skips the runs and
@@ -52,9 +56,26 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--max-cells", type=int, help="run at most N unfinished cells (over all grids), then stop")
     parser.add_argument(
-        "--cpu-jobs", type=int, default=1, metavar="N",
-        help="without a GPU: run N cells at once, the cores split between them (default 1: one cell, every core)",
+        "--workers", type=int, metavar="K",
+        help="worker processes on this machine, each with its share of the cores or one GPU "
+             "(default: one per GPU; without one, 1 with every core)",
     )
+    parser.add_argument(
+        "--storage", metavar="URL",
+        help="where the grid's cells are queued and recorded: a SQLite file or database URL, e.g. "
+             "postgresql+psycopg2://user:password@host/db for many machines (default: leaderboard.db "
+             "beside the results CSV)",
+    )
+    parser.add_argument("--status", action="store_true",
+                        help="only say where every cell stands (done / running where / waiting / failed)")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="queue again the cells that failed with an error on an earlier run")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="stop when no cell is waiting, instead of waiting for the cells other "
+                             "workers are running (a dead worker's cell comes back to the queue)")
+    parser.add_argument("--heartbeat", type=int, default=60, metavar="SECONDS",
+                        help="a worker's heartbeat interval; its cell is retried after 3 missed beats "
+                             "(default 60)")
     parser.add_argument("--report-only", action="store_true", help="only regenerate the report from the CSV")
     parser.add_argument(
         "--merge", action="append", default=[], metavar="CSV",
@@ -100,18 +121,22 @@ def _merge(summaries: list, grids: list, results: Path) -> dict:
     merged = {
         "grids": [grid.relative_path for grid in grids],
         "results": str(results),
+        "storage": summaries[0].storage if summaries else None,
         "planned": 0,
         "already_finished": 0,
         "ran": [],
         "failed": [],
-        "busy": [],
+        "failed_before": [],
+        "running_elsewhere": [],
         "missing_datasets": [],
         "corrupt_datasets": [],
+        "imported": 0,
+        "worker_exit_codes": [],
         "remaining": 0,
     }
     for summary in summaries:
         for key, value in summary.as_dict().items():
-            if key in merged and key not in ("grids", "results"):
+            if key in merged and key not in ("grids", "results", "storage"):
                 merged[key] += value  # counts add up, lists concatenate
     return merged
 
@@ -126,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
     runs_dir = Path(args.runs_dir).resolve() if args.runs_dir else root / DEFAULT_RUNS
     only = tuple(dict.fromkeys(_canonical(name, grids) for name in args.only_dataset))
     only_models = tuple(dict.fromkeys(_known_model(label, grids) for label in args.only_model))
+    if args.status:
+        return _print_status(args, grids, results, runs_dir, only, only_models)
     if args.merge:
         _merge_other_results(args.merge, results)
     summaries = []
@@ -138,14 +165,37 @@ def run(args: argparse.Namespace) -> int:
     else:
         # Nothing new to show: the committed report, plots and curves stay byte for byte as they are.
         outcome["report_unchanged"] = str(results.parent / REPORT_NAME)
-        ended = "no cell finished" if outcome["failed"] or outcome["corrupt_datasets"] else "nothing to run"
+        problems = outcome["failed"] or outcome["corrupt_datasets"] or any(outcome["worker_exit_codes"])
+        ended = "no cell finished" if problems or outcome["remaining"] else "nothing to run"
         print(f"{ended}; report left as it is "
               f"({outcome['report_unchanged']}; --report-only regenerates it)", file=sys.stderr)
     outcome["report"] = None if report is None else str(report)
     if report_error:
         outcome["report_error"] = report_error
     _print_outcome(args, outcome, report, grids_ran=bool(summaries))
-    return 1 if outcome["failed"] or outcome["corrupt_datasets"] or report_error else 0
+    broken_workers = any(code != 0 for code in outcome["worker_exit_codes"])
+    return 1 if outcome["failed"] or outcome["corrupt_datasets"] or report_error or broken_workers else 0
+
+
+def _print_status(args: argparse.Namespace, grids: list, results: Path, runs_dir: Path, only: tuple,
+                  only_models: tuple) -> int:
+    """``--status``: per grid, cells done / running (where) / waiting / failed / not queued yet."""
+    from damcha_ts.leaderboard.runner import leaderboard_status
+
+    statuses = [leaderboard_status(grid, results, runs_dir=runs_dir, storage=args.storage, only_datasets=only,
+                                   only_models=only_models) for grid in grids]
+    if args.json:
+        print(json.dumps(statuses if len(statuses) > 1 else statuses[0], default=str))
+        return 0
+    for status in statuses:
+        print(f"{status['grid']} ({status['storage']}): {status['cells']} cells: {status['done']} done, "
+              f"{len(status['running'])} running, {status['waiting']} waiting, {len(status['failed'])} failed, "
+              f"{status['not_queued']} not queued yet")
+        for item in status["running"]:
+            print(f"  running  {item['cell']} on {item['worker']} since {item['since']}")
+        for item in status["failed"]:
+            print(f"  failed   {item['cell']}: {item['error'].strip().splitlines()[-1]}")
+    return 0
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
@@ -154,8 +204,10 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
     if args.max_cells is not None and args.max_cells < 0:
         raise ConfigError(f"--max-cells must be >= 0, got {args.max_cells}")
-    if args.cpu_jobs < 1:
-        raise ConfigError(f"--cpu-jobs must be >= 1, got {args.cpu_jobs}")
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    if args.heartbeat < 1:
+        raise ConfigError(f"--heartbeat must be >= 1 second, got {args.heartbeat}")
     if args.data_dir:
         data_dir = Path(args.data_dir).expanduser().resolve()
         if not data_dir.is_dir():
@@ -178,14 +230,16 @@ def _run_grids(
 ) -> list:
     """Run the grids in order (only the ``--only-dataset``/``--only-model`` cells); ``--max-cells`` is
     one budget over all of them."""
+    from damcha_ts.leaderboard.queue import QueueSettings
     from damcha_ts.leaderboard.runner import run_leaderboard
 
     summaries = []
     budget = args.max_cells
     for grid in grids:
         summary = run_leaderboard(
-            grid, results, runs_dir=runs_dir, only_datasets=only, only_models=only_models, max_cells=budget,
-            download=not args.no_download, cpu_jobs=args.cpu_jobs,
+            grid, results, runs_dir=runs_dir, storage=args.storage, workers=args.workers, only_datasets=only,
+            only_models=only_models, max_cells=budget, download=not args.no_download,
+            retry_failed=args.retry_failed, wait=not args.no_wait, settings=QueueSettings.every(args.heartbeat),
         )
         summaries.append(summary)
         if budget is not None:
@@ -219,6 +273,8 @@ def _print_outcome(args: argparse.Namespace, outcome: dict, report: Path | None,
         print(
             f"ran {len(outcome['ran'])}, failed {len(outcome['failed'])}, already finished "
             f"{outcome['already_finished']}, still to run {outcome['remaining']}"
+            + (f"; {len(outcome['failed_before'])} failed before (--retry-failed)" if outcome["failed_before"] else "")
+            + (f"; running elsewhere: {len(outcome['running_elsewhere'])}" if outcome["running_elsewhere"] else "")
             + "".join(f"; {m['dataset']}: {m['filename']} missing ({m['cells']} cells skipped)"
                       for m in outcome["missing_datasets"])
             + "".join(f"; {c['dataset']}: {c['filename']} CORRUPT ({c['cells']} cells not run)"

@@ -52,7 +52,7 @@ def register(subparsers) -> None:
 def command_line(args: argparse.Namespace) -> str:
     """The command that reproduces this run (written into the report), with any database password
     replaced by ``***``."""
-    from damcha_ts.tuning.storage import display_url
+    from damcha_ts.workqueue.storage import display_url
     parts = [
         "damcha-ts",
         "tune",

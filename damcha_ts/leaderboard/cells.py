@@ -156,49 +156,30 @@ def _drop_unreadable_checkpoint(run_dir: Path) -> None:
     last.unlink()
 
 
-class CellBusy(Exception):
-    """Another process is running this cell (two runners with overlapping grids): skip it here."""
-
-
-def held_elsewhere(resolved: ResolvedCell) -> bool:
-    """Whether another process holds this cell's run folder right now. A probe for planning (so
-    that ``--max-cells`` counts cells this runner can take); ``run_cell`` still takes the lock."""
-    from damcha_ts.files import locked_folder
-
-    if resolved.run_dir is None or not resolved.run_dir.is_dir():
-        return False
-    with locked_folder(resolved.run_dir, wait=False) as held:
-        return not held
-
-
 def _run_neural(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
-    from damcha_ts.files import locked_folder
     from damcha_ts.training import run_experiment
 
+    # One worker at a time has the cell (the queue hands it out once), so its folder is its own; a
+    # retry after a dead worker resumes there from the last checkpoint.
     resolved.run_dir.mkdir(parents=True, exist_ok=True)
-    # Held while the cell trains: a second runner would otherwise train in the same folder and,
-    # starting afresh, delete this one's checkpoints.
-    with locked_folder(resolved.run_dir, wait=False) as held:
-        if not held:
-            raise CellBusy(f"{resolved.run_dir} is in use by another leaderboard process")
-        result = finished_result(resolved)
-        provenance_file = resolved.run_dir / PROVENANCE_FILE
-        if result is None:
-            _drop_unreadable_checkpoint(resolved.run_dir)
-            trainer_kwargs = {**device_trainer_kwargs, **resolved.trainer_overrides}
-            result = run_experiment(
-                resolved.run, resolved.run_dir, resume=True, trainer_kwargs=trainer_kwargs, progress=False
-            )
+    result = finished_result(resolved)
+    provenance_file = resolved.run_dir / PROVENANCE_FILE
+    if result is None:
+        _drop_unreadable_checkpoint(resolved.run_dir)
+        trainer_kwargs = {**device_trainer_kwargs, **resolved.trainer_overrides}
+        result = run_experiment(
+            resolved.run, resolved.run_dir, resume=True, trainer_kwargs=trainer_kwargs, progress=False
+        )
+        provenance = _provenance()
+        write_atomically(provenance_file, json.dumps(provenance) + "\n")
+    else:
+        try:
+            provenance = json.loads(provenance_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # a folder finished before provenance was kept
             provenance = _provenance()
-            write_atomically(provenance_file, json.dumps(provenance) + "\n")
-        else:
-            try:
-                provenance = json.loads(provenance_file.read_text(encoding="utf-8"))
-            except (OSError, ValueError):  # a folder finished before provenance was kept
-                provenance = _provenance()
-        result = {**result, **provenance}
-        if not (resolved.run_dir / SAMPLE_FILE).is_file():
-            _try_prediction_sample(resolved)
+    result = {**result, **provenance}
+    if not (resolved.run_dir / SAMPLE_FILE).is_file():
+        _try_prediction_sample(resolved)
     return result
 
 
@@ -215,9 +196,8 @@ def _try_prediction_sample(resolved: ResolvedCell) -> None:
 def finished_result(resolved: ResolvedCell) -> dict | None:
     """The results of a run that already finished in this cell's folder, or None.
 
-    A runner decides what to run from the CSV it read when it started; meanwhile another runner may
-    have finished one of those cells (or a run finished and its runner died before writing the row).
-    ``run_experiment`` writes its ``metrics.json`` last, after the test and the saved model, so such
+    A worker may die after its cell's run finished and before its trial was told (or a CSV row was
+    lost with another results file); the retry then finds the result here. ``run_experiment`` writes its ``metrics.json`` last, after the test and the saved model, so such
     a cell is not trained again.
     """
     from damcha_ts.training import config_hash
@@ -231,6 +211,23 @@ def finished_result(resolved: ResolvedCell) -> dict | None:
     if result.get("config_hash") != config_hash(resolved.config) or "mse" not in result:
         return None
     return result
+
+
+def keep_sample(resolved: ResolvedCell, grid: LeaderboardGrid, results_path: Path) -> None:
+    """Copy the sample of the first seed at the shortest horizon (what the plots show) next to the
+    CSV, so the plots can be redrawn from committed files; run folders are not committed."""
+    from damcha_ts.leaderboard.results import sample_path
+
+    cell = resolved.cell
+    if cell.is_naive or cell.horizon != min(grid.horizons):
+        return
+    if cell.seed != grid.seeds_for(cell.dataset, cell.model)[0]:
+        return
+    source = resolved.run_dir / SAMPLE_FILE
+    if source.is_file():
+        target = sample_path(results_path, cell.dataset, cell.model, cell.horizon)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, source.read_bytes())  # a committed file: never half-written
 
 
 def save_prediction_sample(config: dict, run_dir: Path) -> Path:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from damcha_ts.files import write_atomically
-from damcha_ts.leaderboard.results import CellKey, cell_key, exclusive_lock
+from damcha_ts.leaderboard.results import cell_key, exclusive_lock, key_fields
 
 CURVES_FILE = "curves.json"
 
@@ -76,13 +76,10 @@ def record_curves(results_path: str | Path, entries: Iterable[tuple[Mapping, dic
         stored = {cell_key(item): item for item in load_curves(results_path)}
         for row, curves in entries:
             key = cell_key(row)
-            stored[key] = {**_identity(key), **curves}
+            stored[key] = {**key_fields(key), **curves}
         ordered = sorted(stored.values(), key=lambda item: cell_key(item))
         text = json.dumps(ordered, indent=1) + "\n"
-        write_atomically(path, text)
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:  # unchanged: not touched
+            write_atomically(path, text)
     return len(entries)
 
-
-def _identity(key: CellKey) -> dict:
-    dataset, model, horizon, seed, config_hash = key
-    return {"dataset": dataset, "model": model, "horizon": horizon, "seed": seed, "config_hash": config_hash}

@@ -1,6 +1,7 @@
 """The leaderboard results CSV: one row per finished cell, appended atomically.
 
-Every append rewrites the whole file into a temporary file in the same folder, fsyncs it and
+The CSV is the committed artefact; the leaderboard's storage (``queue.py``) is where cells are run
+from, and the CSV is exported from it with :func:`add_results`. Every append rewrites the whole file into a temporary file in the same folder, fsyncs it and
 ``os.replace``-s it over the old one, under an exclusive lock. A reader therefore only ever sees the
 old file or the new one, and a process killed at any moment loses at most the row it was writing.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from damcha_ts.errors import DataError
@@ -46,6 +47,12 @@ SAMPLES_DIR = "samples"
 def cell_key(row: Mapping) -> CellKey:
     """The identity of a cell: a row with the same key means the cell is finished."""
     return (str(row["dataset"]), str(row["model"]), int(row["horizon"]), int(row["seed"]), str(row["config_hash"]))
+
+
+def key_fields(key: CellKey) -> dict:
+    """A cell key as the named fields of a row (what curves.json and the storage keep)."""
+    dataset, model, horizon, seed, config_hash = key
+    return {"dataset": dataset, "model": model, "horizon": horizon, "seed": seed, "config_hash": config_hash}
 
 
 def _parse(value: str, column: str):
@@ -101,30 +108,42 @@ def _temporary_files(path: Path) -> list[Path]:
 
 
 def append_result(path: str | Path, row: Mapping) -> bool:
-    """Append one row: write old content + row to a temp file, fsync, then atomically replace.
+    """Append one row; False, and nothing written, when the CSV already holds a row of the same cell."""
+    return bool(add_results(path, [row]))
 
-    False, and nothing written, when the CSV already holds a row of the same cell (another runner
-    finished it first)."""
+
+def add_results(path: str | Path, rows: Sequence[Mapping]) -> list[Mapping]:
+    """Append the rows whose cell the CSV does not hold yet (in the order given); returns those.
+
+    The old content + the new rows go to a temp file, fsynced, then atomically replace the CSV; with
+    nothing new the file is not touched."""
     path = Path(path)
-    missing = [c for c in RESULT_COLUMNS if c not in row]
-    if missing:
-        raise DataError(f"result row for {path} lacks columns {missing}")
+    for row in rows:
+        missing = [c for c in RESULT_COLUMNS if c not in row]
+        if missing:
+            raise DataError(f"result row for {path} lacks columns {missing}")
     path.parent.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(path):
         # Left-overs of a writer killed between creating and replacing its temp file.
         for stale in _temporary_files(path):
             stale.unlink(missing_ok=True)
         old = path.read_bytes() if path.exists() else b""
-        if old:
-            existing = read_results(path)  # refuse to extend a file that is not a leaderboard CSV
-            if any(cell_key(done) == cell_key(row) for done in existing):
-                return False
-            if not old.endswith(b"\n"):
-                old += b"\n"
+        # Reading refuses to extend a file that is not a leaderboard CSV.
+        present = {cell_key(done) for done in read_results(path)} if old else set()
+        new = []
+        for row in rows:
+            if cell_key(row) not in present:
+                present.add(cell_key(row))
+                new.append(row)
+        if not new:
+            return []
+        if old and not old.endswith(b"\n"):
+            old += b"\n"
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         if not old:
             writer.writerow(RESULT_COLUMNS)
-        writer.writerow([_format(row[c]) for c in RESULT_COLUMNS])
+        for row in new:
+            writer.writerow([_format(row[c]) for c in RESULT_COLUMNS])
         write_atomically(path, old + buffer.getvalue().encode("utf-8"))
-    return True
+    return new

@@ -1,60 +1,51 @@
-"""Run a leaderboard grid: resumable, one result row per finished cell, every device used.
+"""Run a leaderboard grid on the grid's Optuna study: every worker, here or on another machine.
 
-Resumption: a cell whose (dataset, model, horizon, seed, config hash) already has a row in the
-results CSV is skipped. A cell interrupted mid-training resumes from its run directory's last
-checkpoint. Rows are appended atomically (``results.append_result``), so a crash or kill loses at
-most the cells in progress. Each finished cell's per-epoch losses go to ``curves.json`` beside the CSV
-(``curves.py``); cells finished before that get theirs when the report is next regenerated, if their
-run folder is there (``keep_missing_curves``).
-Several runners may share one CSV with overlapping grids: a cell's run folder is locked while it
-trains, so another runner skips that cell ("busy"), and a row already in the CSV is never appended
-twice. Cells that failed on an earlier run go after the others.
+``run_leaderboard`` (what ``damcha-ts leaderboard`` calls) does, in order:
 
-Devices: on CUDA one worker process per GPU (each pinned with ``CUDA_VISIBLE_DEVICES``) pulls the
-next cell from a shared queue and trains in bf16-mixed (the run configs' ``precision: auto``); the
-parent process alone writes the CSV. On CPU the cells run one at a time in this process with every
-core (or ``OMP_NUM_THREADS`` threads when that is set), or with ``cpu_jobs=N`` in N worker processes
-that split the cores, through the same queue.
+1. import the rows of the results CSV the storage lacks (``queue.import_rows``: a no-op after the first
+   time), so cells finished before, or merged from another machine, are never run again;
+2. enqueue the grid's cells that the study does not hold yet and whose dataset file is here (missing
+   files are reported with how to provide them; a corrupt one is an error); cells that failed for a
+   real error stay failed and are reported, unless ``retry_failed``;
+3. run workers (``worker.serve_cells``): in this process (one worker) or as ``workers`` processes
+   through ``workqueue.launcher`` (a share of the cores, or one GPU, each); each takes the next
+   waiting cell until none is left, and waits while cells run elsewhere (a dead worker's cell comes
+   back to the queue through its heartbeat and is retried, from its last checkpoint when the run
+   folder is shared);
+4. export the CSV and ``curves.json`` from the storage (``queue.export_results``) and say what
+   happened: cells finished by this run's workers, failed, finished before, still to run.
 
-Missing dataset files (Traffic and Electricity are not redistributed here) are reported with the
-file name, where to put it and its sha256; their cells are skipped, the rest of the grid runs. A file
-that is there but fails its checksum is an error, not a missing file: its cells are not run either,
-the summary lists it under ``corrupt_datasets`` with both digests, and the command exits non-zero.
+On CUDA the default is one worker per GPU, in bf16-mixed (the run configs' ``precision: auto``); on
+CPU one worker with every core (or ``OMP_NUM_THREADS`` threads when that is set).
 """
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import os
-import signal
 import sys
-import threading
-import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from damcha_ts.errors import ChecksumError, DatasetNotFoundError
-from damcha_ts.files import write_atomically
-from damcha_ts.leaderboard.cells import (
-    SAMPLE_FILE,
-    CellBusy,
-    ResolvedCell,
-    checkpointed_epochs,
-    held_elsewhere,
-    resolve_cell,
-    run_cell,
-)
+from damcha_ts.errors import ChecksumError, ConfigError, DatasetNotFoundError
+from damcha_ts.leaderboard.cells import ResolvedCell, checkpointed_epochs, resolve_cell
 from damcha_ts.leaderboard.curves import load_curves, read_run_curves, record_curves
 from damcha_ts.leaderboard.grid import LeaderboardGrid
-from damcha_ts.leaderboard.results import (
-    append_result,
-    cell_key,
-    read_results,
-    sample_path,
+from damcha_ts.leaderboard.queue import (
+    LAUNCH_ATTR,
+    ROW_ATTR,
+    QueueSettings,
+    cell_states,
+    default_storage,
+    enqueue_cells,
+    export_results,
+    import_rows,
+    key_text,
+    open_grid_study,
+    open_leaderboard_storage,
 )
-from damcha_ts.training.devices import threads_per_worker
+from damcha_ts.leaderboard.results import cell_key, read_results
+from damcha_ts.workqueue.queue import ERROR_ATTR, WORKER_ATTR
 
 
 @dataclass
@@ -80,29 +71,26 @@ class LeaderboardRun:
 
     grid: str
     results: str
+    storage: str = ""  # the storage URL, passwords hidden
     planned: int = 0  # cells of the grid (after --only-dataset), datasets present or not
-    already_finished: int = 0
-    ran: list[dict] = field(default_factory=list)  # rows written by this invocation
-    failed: list[dict] = field(default_factory=list)  # {"cell": ..., "error": ...}
-    busy: list[str] = field(default_factory=list)  # cells another runner was running: skipped
+    already_finished: int = 0  # finished before this invocation (here, elsewhere, or imported)
+    ran: list[dict] = field(default_factory=list)  # rows of the cells this invocation's workers finished
+    failed: list[dict] = field(default_factory=list)  # {"cell": ..., "error": ...} of this invocation's workers
+    failed_before: list[dict] = field(default_factory=list)  # failed earlier, not retried (--retry-failed)
+    running_elsewhere: list[str] = field(default_factory=list)  # other workers' cells, still running at the end
     missing_datasets: list[MissingDataset] = field(default_factory=list)
     corrupt_datasets: list[CorruptDataset] = field(default_factory=list)  # an error: the command fails
-    remaining: int = 0  # runnable cells still without a row (e.g. after --max-cells)
+    imported: int = 0  # rows of the CSV the storage did not have yet
+    worker_exit_codes: list[int] = field(default_factory=list)  # worker processes (none in this process)
+    remaining: int = 0  # cells without a row yet (failed ones and those after --max-cells included)
 
     def as_dict(self) -> dict:
         """JSON-ready: NaN (no timing for a resumed run, no epochs for naive rows) becomes None."""
-        return {
-            "grid": self.grid,
-            "results": self.results,
-            "planned": self.planned,
-            "already_finished": self.already_finished,
-            "ran": [{k: None if v != v else v for k, v in row.items()} for row in self.ran],
-            "failed": self.failed,
-            "busy": self.busy,
-            "missing_datasets": [vars(m) for m in self.missing_datasets],
-            "corrupt_datasets": [vars(c) for c in self.corrupt_datasets],
-            "remaining": self.remaining,
-        }
+        data = dict(vars(self))
+        data["ran"] = [{k: None if v != v else v for k, v in row.items()} for row in self.ran]
+        data["missing_datasets"] = [vars(m) for m in self.missing_datasets]
+        data["corrupt_datasets"] = [vars(c) for c in self.corrupt_datasets]
+        return data
 
 
 def missing_dataset_message(dataset: str, error: Exception, n_cells: int) -> MissingDataset:
@@ -166,21 +154,6 @@ def expected_cells(grid: LeaderboardGrid, runs_dir: str | Path, rows: Sequence[d
     return cells
 
 
-def _keep_sample(resolved: ResolvedCell, grid: LeaderboardGrid, results_path: Path) -> None:
-    """Copy the sample of the first seed at the shortest horizon (what the plots show) next to the
-    CSV, so the plots can be redrawn from committed files; run folders are not committed."""
-    cell = resolved.cell
-    if cell.is_naive or cell.horizon != min(grid.horizons):
-        return
-    if cell.seed != grid.seeds_for(cell.dataset, cell.model)[0]:
-        return
-    source = resolved.run_dir / SAMPLE_FILE
-    if source.is_file():
-        target = sample_path(results_path, cell.dataset, cell.model, cell.horizon)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, source.read_bytes())  # a committed file: never half-written
-
-
 def keep_missing_curves(grid: LeaderboardGrid, results_path: str | Path, runs_dir: str | Path) -> int:
     """Cells with a row but no curve (finished before curves were kept, or on another machine): take
     their curves from their run folders where those are here; returns how many were added."""
@@ -195,46 +168,6 @@ def keep_missing_curves(grid: LeaderboardGrid, results_path: str | Path, runs_di
 def _keep_curves(results_path: Path, finished: Sequence[tuple[dict, ResolvedCell]]) -> int:
     """Copy finished cells' per-epoch curves out of their run folders into curves.json."""
     return record_curves(results_path, [(row, read_run_curves(item.run_dir)) for row, item in finished if item.run_dir])
-
-
-def run_leaderboard(
-    grid: LeaderboardGrid,
-    results_path: str | Path,
-    *,
-    runs_dir: str | Path,
-    only_datasets: Sequence[str] = (),
-    only_models: Sequence[str] = (),
-    max_cells: int | None = None,
-    download: bool = True,
-    cpu_jobs: int = 1,
-    log: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True),
-) -> LeaderboardRun:
-    """Run every cell of ``grid`` that has no row in ``results_path`` yet (at most ``max_cells``).
-
-    Without a GPU, ``cpu_jobs`` > 1 runs that many cells at once in worker processes that split the
-    cores between them (small models train faster per core on one thread than on several).
-    """
-    results_path, runs_dir = Path(results_path), Path(runs_dir)
-    cells = grid.cells(tuple(only_datasets), tuple(only_models))
-    summary = LeaderboardRun(grid=grid.relative_path, results=str(results_path), planned=len(cells))
-    resolved = [resolve_cell(c, grid, runs_dir) for c in cells]
-    finished = {cell_key(row) for row in read_results(results_path)}  # read once per call
-    pending = [r for r in resolved if r.key not in finished]
-    summary.already_finished = len(resolved) - len(pending)
-    pending = _with_dataset_files(pending, summary, download, log)
-    # Cells that failed last time go last, so that with --max-cells a cell that keeps failing cannot
-    # hold back the rest of the grid (they are still retried once nothing else is left).
-    pending.sort(key=lambda item: _failed_before(item))
-    free = _not_held_elsewhere(pending, summary, log)
-    todo = free if max_cells is None else free[: max(0, max_cells)]
-    log(f"leaderboard {grid.name}: {len(cells)} cells, {summary.already_finished} already in {results_path}, "
-        f"{len(pending)} to run, running {len(todo)} now")
-    _run_cells(todo, _CellRecorder(summary, grid, results_path, len(todo), log), cpu_jobs)
-    # Still to run: what has no row yet (failed cells and those another runner holds included),
-    # leaving out the cells of missing or corrupt dataset files.
-    summary.remaining = len(resolved) - summary.already_finished - len(summary.ran) - sum(
-        item.cells for item in [*summary.missing_datasets, *summary.corrupt_datasets])
-    return summary
 
 
 def _with_dataset_files(
@@ -261,221 +194,207 @@ def _with_dataset_files(
     return pending
 
 
-def _not_held_elsewhere(
-    pending: Sequence[ResolvedCell], summary: LeaderboardRun, log: Callable[[str], None]
-) -> list[ResolvedCell]:
-    """Cells another runner is training now are left to it (listed as busy), and do not use up --max-cells."""
-    free = []
-    for item in pending:
-        if held_elsewhere(item):
-            summary.busy.append(item.cell.describe())
-            log(f"{item.cell.describe()}: skipped, another leaderboard process is running it")
-        else:
-            free.append(item)
-    return free
+def run_leaderboard(
+    grid: LeaderboardGrid,
+    results_path: str | Path,
+    *,
+    runs_dir: str | Path,
+    storage: str | None = None,
+    workers: int | None = None,
+    only_datasets: Sequence[str] = (),
+    only_models: Sequence[str] = (),
+    max_cells: int | None = None,
+    download: bool = True,
+    retry_failed: bool = False,
+    wait: bool = True,
+    settings: QueueSettings = QueueSettings(),
+    log: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True),
+) -> LeaderboardRun:
+    """Run the cells of ``grid`` that have no row yet (at most ``max_cells`` here) on the grid's study
+    in ``storage`` (default: ``leaderboard.db`` beside ``results_path``), with ``workers`` workers on
+    this machine (default: one per GPU, or one); then export the CSV from the storage."""
+    from damcha_ts.tuning.study import new_launch_token
+    from damcha_ts.workqueue.storage import display_url, resolve_storage_url
 
-
-@dataclass
-class _CellRecorder:
-    """Records what each cell came to, in the calling process alone: its row (with its sample and
-    curves), its failure (marked in its run folder, so it goes last next time), or "busy"."""
-
-    summary: LeaderboardRun
-    grid: LeaderboardGrid
-    results_path: Path
-    total: int  # cells run by this invocation, for the [i/n] prefix
-    log: Callable[[str], None]
-
-    def __call__(self, index: int, item: ResolvedCell, row: dict | None, error: str | None) -> None:
-        """A finished cell (row), a failed one (error) or, with neither, one another runner has."""
-        prefix = f"[{index + 1}/{self.total}] {item.cell.describe()}"
-        if row is None and error is None:
-            self.summary.busy.append(item.cell.describe())
-            self.log(f"{prefix}: skipped, another leaderboard process is running it")
-        elif row is None:
-            self._failed(prefix, item, error)
-        else:
-            self._finished(prefix, item, row)
-
-    def _failed(self, prefix: str, item: ResolvedCell, error: str) -> None:
-        self.summary.failed.append({"cell": item.cell.describe(), "error": error})
-        self.log(f"{prefix}: FAILED\n{error}")
-        if item.run_dir is not None:
-            item.run_dir.mkdir(parents=True, exist_ok=True)
-            write_atomically(item.run_dir / FAILED_MARK, str(error))
-
-    def _finished(self, prefix: str, item: ResolvedCell, row: dict) -> None:
-        if item.run_dir is not None:
-            (item.run_dir / FAILED_MARK).unlink(missing_ok=True)
-        if not append_result(self.results_path, row):
-            self.log(f"{prefix}: another runner wrote this cell's row first; kept that one")
-            self.summary.already_finished += 1
-            return
-        _keep_sample(item, self.grid, self.results_path)
-        _keep_curves(self.results_path, [(row, item)])
-        self.summary.ran.append(row)
-        self.log(f"{prefix}: mse={row['mse']:.4f} mae={row['mae']:.4f} ({row['wall_seconds']:.1f} s)")
-
-
-def _run_cells(todo: Sequence[ResolvedCell], record: Callable, cpu_jobs: int) -> None:
-    """One worker process per GPU; without one, ``cpu_jobs`` worker processes, or this process."""
-    from damcha_ts.leaderboard.environment import detect_devices
-
-    plan = detect_devices()
-    if plan.uses_cuda and todo:
-        slots = [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in plan.gpu_ids]
-        run_in_workers(todo, slots, plan.trainer_kwargs(), record)
-    elif cpu_jobs > 1 and todo:
-        run_in_workers(todo, cpu_slots(cpu_jobs, len(todo)), plan.trainer_kwargs(), record)
-    else:
-        _run_in_this_process(todo, plan.trainer_kwargs(), record)
-
-
-def _run_in_this_process(todo: Sequence[ResolvedCell], trainer_kwargs: dict, record: Callable) -> None:
-    """The cells one after another, on every core unless the user pinned a thread count the standard
-    way (OMP_NUM_THREADS)."""
-    import torch
-
-    if not os.environ.get("OMP_NUM_THREADS"):
-        torch.set_num_threads(os.cpu_count() or 1)
-    for index, item in enumerate(todo):
+    results_path, runs_dir = Path(results_path), Path(runs_dir)
+    url = resolve_storage_url(storage if storage else default_storage(results_path), results_path.parent)
+    cells = grid.cells(tuple(only_datasets), tuple(only_models))
+    summary = LeaderboardRun(grid=grid.relative_path, results=str(results_path), storage=display_url(url),
+                             planned=len(cells))
+    resolved = [resolve_cell(c, grid, runs_dir) for c in cells]
+    store = open_leaderboard_storage(url, settings)
+    summary.imported = import_committed(store, results_path)
+    study = open_grid_study(store, grid.relative_path)
+    before = cell_states(study)
+    unfinished = [r for r in resolved if r.key not in before.done]
+    summary.already_finished = len(resolved) - len(unfinished)
+    if not retry_failed:
+        summary.failed_before = [_failure(r, before.failed[r.key]) for r in unfinished if r.key in before.failed]
+        for item in summary.failed_before:
+            log(f"{item['cell']}: failed before, not retried (--retry-failed retries it): {item['error'].splitlines()[-1]}")
+        unfinished = [r for r in unfinished if r.key not in before.failed]
+    runnable = _with_dataset_files(unfinished, summary, download, log)
+    added = enqueue_cells(study, runnable, retry_failed=retry_failed)
+    workers = _worker_count(workers, len(runnable), max_cells)
+    if not runnable and not summary.failed_before:
+        log(f"leaderboard {grid.name}: all {len(cells)} cells have a row; nothing to run")
+    log(f"leaderboard {grid.name}: {len(cells)} cells, {summary.already_finished} finished, "
+        f"{len(runnable)} to run ({len(added)} newly queued) in {summary.storage}"
+        + (f", {workers} worker(s) here" if runnable and max_cells != 0 else ""))
+    launch = new_launch_token()
+    if runnable and max_cells != 0:
+        spec = {"grid": str(grid.path), "results": str(results_path), "runs_dir": str(runs_dir), "storage": url,
+                "settings": vars(settings), "keys": [key_text(r.key) for r in runnable], "launch": launch,
+                "budgets": _shares(max_cells, workers), "wait": wait}
+        progress = Progress(study, runnable, log, announce=workers > 1)
         try:
-            row = run_cell(item, trainer_kwargs)
-        except CellBusy:
-            record(index, item, None, None)
-        except Exception:  # noqa: BLE001 - one broken cell must not stop the grid
-            record(index, item, None, traceback.format_exc())
+            summary.worker_exit_codes = _run_workers(spec, workers, runs_dir / grid.name, progress)
+        finally:
+            progress.close()
+            export_results(store, results_path)
+    elif summary.imported:
+        export_results(store, results_path)
+    _summarise(summary, study, resolved, launch)
+    return summary
+
+
+def import_committed(store, results_path: Path) -> int:
+    """The rows (and curves) of the results CSV the storage does not hold yet; how many."""
+    curves = {cell_key(item): {k: item[k] for k in ("epochs", "train_loss", "val_loss")}
+              for item in load_curves(results_path)}
+    return import_rows(store, read_results(results_path), curves, source=str(results_path))
+
+
+def _worker_count(workers: int | None, cells: int, max_cells: int | None) -> int:
+    """``--workers`` (checked), else one per GPU or one; never more than there are cells to run."""
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
+    if workers is None:
+        from damcha_ts.leaderboard.environment import detect_devices
+
+        workers = max(1, len(detect_devices().gpu_ids))
+    limit = cells if max_cells is None else min(cells, max_cells)
+    return max(1, min(workers, limit))
+
+
+def _shares(max_cells: int | None, workers: int) -> list[int | None]:
+    """Each worker's part of ``--max-cells`` (None: no limit): 5 over 2 workers is 3 and 2."""
+    if max_cells is None:
+        return [None] * workers
+    return [max_cells // workers + (index < max_cells % workers) for index in range(workers)]
+
+
+def _run_workers(spec: dict, workers: int, folder: Path, progress: Progress) -> list[int]:
+    """One worker in this process (with every core, unless OMP_NUM_THREADS says otherwise), or
+    ``workers`` processes; returns the processes' exit codes."""
+    from damcha_ts.leaderboard.worker import serve_cells
+
+    if workers == 1:
+        import torch
+
+        if not os.environ.get("OMP_NUM_THREADS"):
+            torch.set_num_threads(os.cpu_count() or 1)
+        serve_cells(spec, 0, on_cell=progress.update)
+        return []
+    from damcha_ts.workqueue.launcher import launch_workers
+
+    return launch_workers("damcha_ts.leaderboard.worker", spec, folder / "workers", workers,
+                          tag=f"{os.getpid()}_{spec['launch'] % 100000:05d}", log=progress.log,
+                          on_tick=progress.update)
+
+
+def _failure(item: ResolvedCell, trial) -> dict:
+    error = trial.user_attrs.get(ERROR_ATTR) or "its worker stopped (no heartbeat) and it ran out of retries"
+    return {"cell": item.cell.describe(), "error": error}
+
+
+def _summarise(summary: LeaderboardRun, study, resolved: Sequence[ResolvedCell], launch: int) -> None:
+    """Fill in, from the storage, what this invocation's workers finished and failed, and what is left."""
+    states = cell_states(study)
+    ours = sorted((t for t in states.done.values() if t.user_attrs.get(LAUNCH_ATTR) == launch),
+                  key=lambda t: (t.datetime_complete, t.number))
+    summary.ran = [dict(t.user_attrs[ROW_ATTR]) for t in ours]
+    by_key = {r.key: r for r in resolved}
+    summary.failed = [_failure(by_key[key], t) for key, t in states.failed.items()
+                      if key in by_key and t.user_attrs.get(LAUNCH_ATTR) == launch]
+    summary.running_elsewhere = [by_key[key].cell.describe() for key in states.running if key in by_key]
+    skipped = {m.dataset for m in [*summary.missing_datasets, *summary.corrupt_datasets]}
+    summary.remaining = sum(r.key not in states.done and r.cell.dataset not in skipped for r in resolved)
+
+
+class Progress:
+    """The foreground view of a run: a bar on a terminal, and with worker processes (whose own lines
+    go to their log files) one line per cell as it finishes, read from the storage."""
+
+    def __init__(self, study, cells: Sequence[ResolvedCell], log: Callable[[str], None], *, announce: bool) -> None:
+        self.study, self.log, self.announce = study, log, announce
+        self.cells = {r.key: r for r in cells}
+        self.seen: set = set()
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=len(cells), unit="cell", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self) -> None:
+        states = cell_states(self.study)
+        for key, trial in [*states.done.items(), *states.failed.items()]:
+            if key in self.cells and key not in self.seen:
+                self.seen.add(key)
+                if self.announce:
+                    self.log(_cell_line(self.cells[key], trial))
+        if self.bar is not None:
+            done = sum(key in states.done for key in self.cells)
+            running = sum(key in states.running for key in self.cells)
+            failed = sum(key in states.failed for key in self.cells)
+            self.bar.n = done + failed
+            self.bar.set_postfix(running=running, failed=failed, refresh=False)
+            self.bar.refresh()
+
+    def close(self) -> None:
+        self.update()
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _cell_line(item: ResolvedCell, trial) -> str:
+    where = trial.user_attrs.get(WORKER_ATTR, "?")
+    if ROW_ATTR in trial.user_attrs and trial.state.name == "COMPLETE":
+        row = trial.user_attrs[ROW_ATTR]
+        return (f"{item.cell.describe()}: mse={row['mse']:.4f} mae={row['mae']:.4f} "
+                f"({row['wall_seconds']:.1f} s on {where})")
+    error = (trial.user_attrs.get(ERROR_ATTR) or "FAILED").strip().splitlines()[-1]
+    return f"{item.cell.describe()}: FAILED on {where}: {error}"
+
+
+def leaderboard_status(
+    grid: LeaderboardGrid, results_path: str | Path, *, runs_dir: str | Path, storage: str | None = None,
+    only_datasets: Sequence[str] = (), only_models: Sequence[str] = (),
+) -> dict:
+    """Where every cell of the grid stands in the storage (read only; nothing is queued or run):
+    done, running (on which worker, since when), waiting, failed (the error's last line), or not
+    queued yet; the CSV's rows the storage lacks count as done."""
+    from damcha_ts.workqueue.storage import display_url, resolve_storage_url
+
+    results_path = Path(results_path)
+    url = resolve_storage_url(storage if storage else default_storage(results_path), results_path.parent)
+    resolved = [resolve_cell(c, grid, Path(runs_dir)) for c in grid.cells(tuple(only_datasets), tuple(only_models))]
+    in_csv = {cell_key(row) for row in read_results(results_path)}
+    states = cell_states(open_grid_study(open_leaderboard_storage(url), grid.relative_path))
+    status = {"grid": grid.relative_path, "storage": display_url(url), "cells": len(resolved),
+              "done": 0, "running": [], "waiting": 0, "failed": [], "not_queued": 0}
+    for item in resolved:
+        state = "done" if item.key in in_csv else states.state(item.key)
+        if state == "done":
+            status["done"] += 1
+        elif state == "running":
+            trial = states.running[item.key]
+            status["running"].append({"cell": item.cell.describe(), "worker": trial.user_attrs.get(WORKER_ATTR),
+                                      "since": str(trial.datetime_start)})
+        elif state == "waiting":
+            status["waiting"] += 1
+        elif state == "failed":
+            status["failed"].append(_failure(item, states.failed[item.key]))
         else:
-            record(index, item, row, None)
-
-
-def cpu_slots(cpu_jobs: int, cells: int, environ: Mapping[str, str] | None = None) -> list[dict]:
-    """Worker environments for ``--cpu-jobs``: one per cell at most, the cores split among them
-    (with fewer cells than jobs, the cores go to the cells there are)."""
-    workers = max(1, min(cpu_jobs, cells))
-    threads = threads_per_worker(workers, environ)
-    return [{"OMP_NUM_THREADS": str(threads)} for _ in range(workers)]
-
-
-FAILED_MARK = "failed.txt"  # in a cell's run folder: the traceback of its last failure
-
-
-def _failed_before(item: ResolvedCell) -> bool:
-    return item.run_dir is not None and (item.run_dir / FAILED_MARK).is_file()
-
-
-def _worker(environment: dict, threads: int, trainer_kwargs: dict, tasks, results) -> None:
-    """A worker process: pinned to its device by ``environment`` before torch touches CUDA."""
-    os.environ.update(environment)
-    _die_with_parent()
-    import torch
-
-    # A CPU slot names its thread count; a GPU worker shares the cores for data and Python work.
-    torch.set_num_threads(int(environment.get("OMP_NUM_THREADS") or threads))
-    while True:
-        task = tasks.get()
-        if task is None or not multiprocessing.parent_process().is_alive():
-            return
-        index, item = task
-        results.put(("started", index, os.getpid()))
-        try:
-            results.put(("done", index, run_cell(item, trainer_kwargs)))
-        except CellBusy:
-            results.put(("busy", index, None))
-        except Exception:  # noqa: BLE001 - reported to the parent, which records the failure
-            results.put(("failed", index, traceback.format_exc()))
-
-
-def _die_with_parent() -> None:
-    """Linux: the kernel sends this worker SIGTERM when the runner dies, even by SIGKILL (the OOM
-    killer, ``timeout -k``), so no orphan goes on training cells whose rows nobody would write."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def run_in_workers(
-    todo: Sequence[ResolvedCell],
-    slots: Sequence[dict],
-    trainer_kwargs: dict,
-    record: Callable[[int, ResolvedCell, dict | None, str | None], None],
-) -> None:
-    """Run cells on one worker process per slot (a slot = the environment pinning one device).
-
-    Workers pull cells from a shared queue (the first round goes out round-robin, then whoever
-    finishes first takes the next); only the calling process records results. A worker that dies
-    (e.g. killed by the OOM killer) fails its current cell; the others go on.
-    """
-    context = multiprocessing.get_context("spawn")  # no CUDA state is inherited across fork
-    tasks, results = context.Queue(), context.Queue()
-    for index, item in enumerate(todo):
-        tasks.put((index, item))
-    workers = []
-    threads = threads_per_worker(len(slots))
-    for slot in slots:
-        # Not a daemon: a daemon may not start children, and a cell may use DataLoader workers. The
-        # `finally` below and _die_with_parent make sure no worker outlives the runner.
-        process = context.Process(
-            target=_worker, args=(dict(slot), threads, trainer_kwargs, tasks, results), daemon=False
-        )
-        process.start()
-        workers.append(process)
-        tasks.put(None)  # one stop sign per worker, queued behind the cells
-
-    # A SIGTERM (e.g. from `timeout`) must not leave orphaned workers training on the GPUs.
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous_handler = signal.signal(signal.SIGTERM, _exit_on_sigterm) if in_main_thread else None
-    completed = False
-    try:
-        _collect(todo, workers, results, record)
-        completed = True
-    finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous_handler)
-        for process in workers:
-            if completed:
-                process.join(timeout=30)  # each worker stops at its stop sign
-            if process.is_alive():
-                process.terminate()
-                process.join(timeout=30)
-            if process.is_alive():  # e.g. stuck in a CUDA call that ignores SIGTERM
-                process.kill()
-                process.join()
-
-
-def _exit_on_sigterm(signum, frame) -> None:
-    raise SystemExit(128 + signum)
-
-
-def _collect(todo, workers, results, record) -> None:
-    """Record each worker message until every cell is done or failed."""
-    import queue
-
-    running: dict[int, int] = {}  # pid -> cell index
-    outstanding = set(range(len(todo)))
-    while outstanding:
-        try:
-            kind, index, payload = results.get(timeout=5.0)
-        except queue.Empty:
-            alive = {p.pid for p in workers if p.is_alive()}
-            for pid, index in list(running.items()):
-                if pid not in alive:
-                    del running[pid]
-                    outstanding.discard(index)
-                    record(index, todo[index], None, f"worker process {pid} died while running this cell")
-            if not alive and outstanding:
-                for index in sorted(outstanding):
-                    record(index, todo[index], None, "no worker process left to run this cell")
-                outstanding.clear()
-            continue
-        if kind == "started":
-            running[payload] = index
-            continue
-        running = {pid: i for pid, i in running.items() if i != index}
-        outstanding.discard(index)
-        # "busy" (another runner has the cell) comes with neither a row nor an error.
-        record(index, todo[index], payload if kind == "done" else None, payload if kind == "failed" else None)
+            status["not_queued"] += 1
+    return status

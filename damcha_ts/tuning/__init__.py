@@ -5,7 +5,7 @@
                        n_trials=30, workers=2)
     print(result.best_value, result.best_params, result.best_config)
 
-Modules: :mod:`~damcha_ts.tuning.space` (search files), :mod:`~damcha_ts.tuning.storage`
+Modules: :mod:`~damcha_ts.tuning.space` (search files), :mod:`~damcha_ts.workqueue.storage`
 (SQLite / database URL / journal file), :mod:`~damcha_ts.tuning.objective` (one trial),
 :mod:`~damcha_ts.tuning.study` (workers, resume, export, test once), :mod:`~damcha_ts.tuning.report`.
 Optuna, torch and matplotlib are imported only when a study runs.
@@ -14,7 +14,7 @@ Optuna, torch and matplotlib are imported only when a study runs.
 from __future__ import annotations
 
 from damcha_ts.tuning.space import ParamSpec, SearchSpec, load_search_spec, parse_search_spec
-from damcha_ts.tuning.storage import open_storage, resolve_storage_url
+from damcha_ts.workqueue.storage import open_storage, resolve_storage_url
 from damcha_ts.tuning.study import StudyResult, run_study, run_worker
 
 __all__ = [

@@ -29,7 +29,7 @@ from typing import Any
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically
 from damcha_ts.tuning.space import SearchSpec, load_search_spec, parse_search_spec
-from damcha_ts.tuning.storage import display_url, open_storage, resolve_storage_url
+from damcha_ts.workqueue.storage import display_url, open_storage, resolve_storage_url
 
 DEFAULT_OUT_ROOT = Path("runs") / "tune"
 BEST_CONFIG_FILE = "best_config.yaml"
@@ -208,8 +208,8 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
 
 
 def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
-    """Start ``workers`` trial workers on ``spec`` (:func:`damcha_ts.workers.launch_workers`) and wait for them."""
-    from damcha_ts.workers import launch_workers
+    """Start ``workers`` trial workers on ``spec`` (:func:`damcha_ts.workqueue.launcher.launch_workers`) and wait for them."""
+    from damcha_ts.workqueue.launcher import launch_workers
 
     return launch_workers("damcha_ts.tuning.worker", spec, out_dir / WORKERS_DIR, workers,
                           tag=f"{spec['launch']:05d}_{os.getpid()}", log=log)
@@ -323,7 +323,7 @@ def run_study(
         config: the base run config (a YAML path, a shipped config name, or a dict).
         search: a search file (path or name under ``configs/search``) or a parsed spec.
         n_trials: trials this call adds (a rerun of the same call resumes and adds as many again).
-        storage: a database URL or file (see :mod:`damcha_ts.tuning.storage`); default SQLite in
+        storage: a database URL or file (see :mod:`damcha_ts.workqueue.storage`); default SQLite in
             ``out_dir``. Point several machines at one database URL to share a study.
         study_name: default: the search file's ``study_name`` or stem.
         workers: worker processes on this machine (1 runs in this process).

@@ -1,8 +1,8 @@
 """Worker processes on one machine: spawn K of them, each with its share of the cores or one GPU,
 forward a SIGTERM or Ctrl+C to them, and report their exit codes.
 
-One launcher for every pool of workers (issue 21): ``damcha-ts tune`` starts its trial workers
-through it. Each worker is ``python -m MODULE SPEC.json INDEX``: the spec file (owner-only, since it
+One launcher for every pool of workers: ``damcha-ts tune`` starts its trial workers and
+``damcha-ts leaderboard`` its cell workers through it. Each worker is ``python -m MODULE SPEC.json INDEX``: the spec file (owner-only, since it
 may hold a storage URL with a password) says what to do, the index which worker it is; its output
 goes to its own log file. What the workers share (a study, a queue of cells) lives in a storage they
 all reach, not in this module.
@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -35,10 +36,12 @@ def worker_environment(index: int, workers: int, gpus: int, environ: Mapping[str
 
 
 def launch_workers(module: str, spec: Mapping, folder: Path, workers: int, *, tag: str,
-                   log: Callable[[str], None] = print) -> list[int]:
+                   log: Callable[[str], None] = print, on_tick: Callable[[], None] | None = None,
+                   tick_seconds: float = 2.0) -> list[int]:
     """Start ``workers`` processes ``python -m module SPEC INDEX`` on ``spec`` (written to
     ``folder/spec_<tag>.json``, removed at the end), logs in ``folder/worker_<tag>_<index>.log``; wait
-    for them and return their exit codes. A SIGTERM or Ctrl+C stops them too (terminate, then kill
+    for them and return their exit codes; ``on_tick`` is called every ``tick_seconds`` meanwhile (a
+    progress display). A SIGTERM or Ctrl+C stops them too (terminate, then kill
     after 60 s) and is raised again as KeyboardInterrupt."""
     import torch
 
@@ -53,7 +56,8 @@ def launch_workers(module: str, spec: Mapping, folder: Path, workers: int, *, ta
     for index in range(workers):
         with open(folder / f"worker_{tag}_{index}.log", "w", encoding="utf-8") as log_file:
             procs.append(subprocess.Popen([sys.executable, "-m", module, str(spec_path), str(index)], stdout=log_file,
-                                          stderr=subprocess.STDOUT, env=worker_environment(index, workers, gpus)))
+                                          stderr=subprocess.STDOUT, env=worker_environment(index, workers, gpus),
+                                          preexec_fn=_die_with_parent))
     log(f"{workers} workers started (pids {', '.join(str(p.pid) for p in procs)}); logs in {folder}")
     # A SIGTERM (kill, timeout, a batch scheduler) stops the workers too, as Ctrl+C does; otherwise
     # they would go on with nobody left to collect their results.
@@ -61,6 +65,10 @@ def launch_workers(module: str, spec: Mapping, folder: Path, workers: int, *, ta
     if threading.current_thread() is threading.main_thread():
         restore = signal.signal(signal.SIGTERM, _interrupt)
     try:
+        while any(proc.poll() is None for proc in procs):
+            if on_tick is not None:
+                on_tick()
+            time.sleep(tick_seconds if on_tick is not None else 0.2)
         codes = [proc.wait() for proc in procs]
     except KeyboardInterrupt:
         for proc in procs:
@@ -84,3 +92,23 @@ def launch_workers(module: str, spec: Mapping, folder: Path, workers: int, *, ta
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_on_sigterm() -> None:
+    """In a worker: SIGTERM (from the launcher, a batch scheduler, or the kernel when the launcher
+    dies) raises KeyboardInterrupt, so the work in hand goes back to its queue before the exit."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _die_with_parent() -> None:
+    """Linux, in the child before it runs: the kernel sends it SIGTERM when the launcher dies, even by
+    SIGKILL (the OOM killer, ``timeout -k``), so no orphan goes on holding a GPU."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass

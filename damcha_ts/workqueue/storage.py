@@ -107,16 +107,12 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
         engine_kwargs = {"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S}}
     else:
         engine_kwargs = {"pool_pre_ping": True}  # a long trial may outlive an idle connection
-    # Optuna 4.9 renamed the retry callback and its argument; support both spellings.
-    retry_class = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if retry_class is not None:
-            callback = {"heartbeat_stale_trial_callback": retry_class(max_retry=max_retry)}
-        else:
-            callback = {
-                "failed_trial_callback": optuna.storages.RetryFailedTrialCallback(max_retry=max_retry)
-            }
+        # Optuna 4.9 renamed the retry callback's argument with the callback.
+        name = "heartbeat_stale_trial_callback" if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback") \
+            else "failed_trial_callback"
+        callback = {name: retry_callback(max_retry)}
         try:
             return optuna.storages.RDBStorage(
                 url,
@@ -138,6 +134,18 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
             raise ConfigError(
                 f"storage {display_url(url)!r} cannot be opened: {hide_secrets(_first_line(exc), url)}"
             ) from exc
+
+
+def retry_callback(max_retry: int | None):
+    """Optuna's callback that queues a copy of a failed trial (same parameters and user attributes),
+    at most ``max_retry`` times per original trial (None: always); renamed in Optuna 4.9."""
+    import optuna
+
+    retry_class = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) \
+        or optuna.storages.RetryFailedTrialCallback
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return retry_class(max_retry=max_retry)
 
 
 def _first_line(exc: Exception) -> str:

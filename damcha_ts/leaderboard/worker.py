@@ -1,0 +1,126 @@
+"""A leaderboard worker: take the next waiting cell from the grid's study, run it, report it; repeat.
+
+    python -m damcha_ts.leaderboard.worker SPEC.json INDEX     (started by damcha_ts.workqueue.launcher)
+
+``damcha-ts leaderboard`` runs one of these in its own process (``--workers 1``) or K of them as
+processes; another machine running the same command against the same storage URL adds its own. A
+worker takes only cells it can run: those of the grid file as it reads it, with their dataset file
+on this machine (the ``keys`` of its spec). When nothing is waiting but cells are still running
+elsewhere it waits (``wait``), since a cell whose worker dies comes back to the queue.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from damcha_ts.leaderboard.queue import (
+    CURVES_ATTR,
+    DUPLICATE_ATTR,
+    LAUNCH_ATTR,
+    ROW_ATTR,
+    QueueSettings,
+    duplicate_of,
+    key_text,
+    open_grid_study,
+    open_leaderboard_storage,
+    stored_row,
+    trial_key,
+)
+
+POLL_SECONDS = 5.0  # while waiting for cells running elsewhere
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def serve_cells(spec: Mapping[str, Any], index: int = 0, log: Callable[[str], None] = _stderr,
+                on_cell: Callable[[], None] = lambda: None) -> dict:
+    """Run waiting cells of ``spec`` until none is left (or this worker's share of ``--max-cells``);
+    returns {"ran": n, "failed": n}. ``on_cell`` is called after each cell (the foreground progress)."""
+    from damcha_ts.leaderboard.cells import resolve_cell
+    from damcha_ts.leaderboard.environment import detect_devices
+    from damcha_ts.leaderboard.grid import load_grid
+    from damcha_ts.workqueue.queue import ERROR_ATTR, StudyQueue
+
+    grid = load_grid(spec["grid"])
+    runs_dir, results = Path(spec["runs_dir"]), Path(spec["results"])
+    wanted = set(spec["keys"])
+    cells = {item.key: item for item in (resolve_cell(c, grid, runs_dir) for c in grid.cells())
+             if key_text(item.key) in wanted}
+    storage = open_leaderboard_storage(spec["storage"], QueueSettings(**spec["settings"]))
+    queue = StudyQueue(open_grid_study(storage, grid.relative_path), storage)
+    trainer_kwargs = detect_devices().trainer_kwargs()
+    budget = spec["budgets"][index]
+    counts = {"ran": 0, "failed": 0}
+    while budget is None or counts["ran"] + counts["failed"] < budget:
+        queue.fail_stale()
+        trial = queue.claim(lambda frozen: trial_key(frozen) in cells)
+        if trial is None:
+            if spec["wait"] and _running(queue.study, cells):
+                time.sleep(float(spec.get("poll_seconds", POLL_SECONDS)))
+                continue
+            break
+        claimed = storage.get_trial(trial)
+        item = cells[trial_key(claimed)]
+        winner = duplicate_of(queue.study, claimed)
+        if winner is not None:  # enqueued twice by two machines at once: the other copy is the cell's
+            storage.set_trial_user_attr(trial, DUPLICATE_ATTR, winner)
+            queue.fail(trial, f"a duplicate of trial {winner}, which holds this cell")
+            continue
+        storage.set_trial_user_attr(trial, LAUNCH_ATTR, spec["launch"])
+        log(f"{item.cell.describe()}: started (trial {claimed.number})")
+        finished = queue.run(trial, lambda handle: _run(handle, item, grid, results, trainer_kwargs),
+                             catch=(Exception,))
+        if ROW_ATTR in finished.user_attrs and finished.state.name == "COMPLETE":
+            counts["ran"] += 1
+            row = finished.user_attrs[ROW_ATTR]
+            log(f"{item.cell.describe()}: mse={row['mse']:.4f} mae={row['mae']:.4f} ({row['wall_seconds']:.1f} s)")
+        else:
+            counts["failed"] += 1
+            log(f"{item.cell.describe()}: FAILED\n{finished.user_attrs.get(ERROR_ATTR, finished.state.name)}")
+        on_cell()
+    return counts
+
+
+def _running(study, cells: Mapping) -> bool:
+    from optuna.trial import TrialState
+
+    return any(trial_key(t) in cells for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+
+
+def _run(handle, item, grid, results: Path, trainer_kwargs: dict) -> float:
+    """Train and test the cell; its row and curves go with its trial, its sample beside the CSV."""
+    from damcha_ts.leaderboard.cells import keep_sample, run_cell
+    from damcha_ts.leaderboard.curves import read_run_curves
+
+    row = run_cell(item, trainer_kwargs)
+    handle.set_user_attr(ROW_ATTR, stored_row(row))
+    if item.run_dir is not None:
+        curves = read_run_curves(item.run_dir)
+        if curves:
+            handle.set_user_attr(CURVES_ATTR, curves)
+    keep_sample(item, grid, results)
+    return row["mse"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m damcha_ts.leaderboard.worker SPEC.json INDEX", file=sys.stderr)
+        return 2
+    from damcha_ts.workqueue.launcher import stop_on_sigterm
+
+    stop_on_sigterm()
+    spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    counts = serve_cells(spec, int(args[1]))
+    return 1 if counts["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""An Optuna study as a work queue: WAITING trials are the work, handed out atomically.
+
+Both the leaderboard (a grid cell is a trial with its cell in ``user_attrs``) and ``damcha-ts tune``
+(a trial of the launch's budget) run on this. Optuna's storages already do what a queue for many
+machines needs: ``set_trial_state_values(trial, RUNNING)`` succeeds for exactly one caller, so no
+piece of work is handed out twice (SQLite serialises writers; PostgreSQL and MySQL lock the row); a
+worker records heartbeats while it works; :func:`fail_stale` marks the trial of a worker whose
+heartbeat stopped (SIGKILL, a lost machine) FAILED, and the storage's retry callback
+(``workqueue.storage.open_storage``) queues a copy of it, with the same parameters and user attributes.
+
+Why not ``study.optimize``: when nothing is waiting, ``Study.ask`` creates a new trial instead of
+saying so, and two workers racing for the last waiting trial would then add one more than asked.
+:func:`claim_waiting` takes only what is queued. Everything here is Optuna's public API.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+# User attribute of a claimed trial: which worker runs it ("host:pid"), for --status and reports.
+WORKER_ATTR = "worker"
+# User attribute of a trial failed by its objective: the traceback (a stale trial has none).
+ERROR_ATTR = "error"
+
+
+def worker_label() -> str:
+    import os
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class StudyQueue:
+    """The WAITING trials of one study as a queue: claim one, run it under a heartbeat, tell how it
+    ended. ``storage`` is the one the study was opened on (``workqueue.storage.open_storage``)."""
+
+    def __init__(self, study, storage) -> None:
+        self.study, self.storage = study, storage
+        self.study_id = storage.get_study_id_from_name(study.study_name)
+
+    def trial_id(self, number: int) -> int:
+        """The storage's id of trial ``number`` (the storage calls take ids, trials show numbers)."""
+        return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, number)
+
+    def claim(self, accept: Callable[[Any], bool] = lambda trial: True) -> int | None:
+        """Take the first WAITING trial (in number order) that ``accept(frozen_trial)`` approves; its
+        storage id, or None when there is none left. The state change to RUNNING is the claim: when
+        another worker got there first the storage refuses it and the next trial is tried."""
+        from optuna.exceptions import UpdateFinishedTrialError
+        from optuna.trial import TrialState
+
+        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            if not accept(frozen):
+                continue
+            trial = self.trial_id(frozen.number)
+            try:
+                if self.storage.set_trial_state_values(trial, state=TrialState.RUNNING):
+                    self.storage.set_trial_user_attr(trial, WORKER_ATTR, worker_label())
+                    return trial
+            except UpdateFinishedTrialError:  # finished by someone else meanwhile
+                continue
+        return None
+
+    def fail_stale(self) -> None:
+        """Mark RUNNING trials whose worker's heartbeat stopped FAILED; the storage's retry callback
+        queues each again (up to its ``max_retry``). Nothing happens on a storage without heartbeats
+        (journal files)."""
+        import optuna
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(self.study)
+
+    def run(self, trial: int, work: Callable[[Any], float], *, catch: tuple[type[BaseException], ...] = ()):
+        """Run ``work(optuna.Trial)`` on a claimed trial under its heartbeat and tell the study how it
+        ended: COMPLETE with the returned value, PRUNED on ``optuna.TrialPruned``, FAIL (traceback in
+        the ``error`` user attribute) on an exception in ``catch``. An interrupt (Ctrl+C, or SIGTERM
+        turned into one; Lightning turns it into SystemExit) puts the work back in the queue and
+        propagates, as does any other exception after failing the trial. Returns the finished trial
+        as stored."""
+        import optuna
+        from optuna.trial import TrialState
+
+        handle = optuna.Trial(self.study, trial)
+        with Heartbeat(self.storage, trial):
+            try:
+                value = work(handle)
+            except optuna.TrialPruned:
+                self.study.tell(handle, state=TrialState.PRUNED)
+            except catch:
+                self.fail(trial, traceback.format_exc())
+            except (KeyboardInterrupt, SystemExit):
+                self.requeue(trial, "interrupted")
+                raise
+            except BaseException:
+                self.study.tell(handle, state=TrialState.FAIL, skip_if_finished=True)
+                raise
+            else:
+                self._tell_value(trial, handle, value)
+        return self.storage.get_trial(trial)
+
+    def fail(self, trial: int, error: str) -> None:
+        """End a claimed trial FAILED with ``error`` recorded (not retried: it is not stale)."""
+        from optuna.trial import TrialState
+
+        self.storage.set_trial_user_attr(trial, ERROR_ATTR, error)
+        self.study.tell(self.storage.get_trial(trial).number, state=TrialState.FAIL, skip_if_finished=True)
+
+    def requeue(self, trial: int, why: str) -> None:
+        """End a claimed trial FAILED and queue a copy of it (its parameters and user attributes), as
+        the storage does for a stale one: work stopped on purpose comes back at once."""
+        from damcha_ts.workqueue.storage import retry_callback
+
+        frozen = self.storage.get_trial(trial)
+        self.fail(trial, why)
+        retry_callback(max_retry=None)(self.study, frozen)
+
+    def _tell_value(self, trial: int, handle, value: float) -> None:
+        """COMPLETE with ``value``; a value that is not a finite number fails the trial, saying so."""
+        import math
+
+        if value is None or not math.isfinite(float(value)):
+            self.fail(trial, f"the result is not a finite number ({value!r})")
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Optuna's own warning for a trial already failed as stale
+            self.study.tell(handle, float(value), skip_if_finished=True)
+
+
+class Heartbeat:
+    """Records the trial's heartbeat now and every ``get_heartbeat_interval()`` seconds until the
+    block ends, in a daemon thread, so the trial of a worker that dies turns stale."""
+
+    def __init__(self, storage, trial: int) -> None:
+        self.storage, self.trial = storage, trial
+        get_interval = getattr(storage, "get_heartbeat_interval", None)
+        self.interval = get_interval() if get_interval is not None else None
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.storage.record_heartbeat(self.trial)
+            except Exception:  # noqa: BLE001 - a database hiccup must not kill the work; the next beat retries
+                pass
+
+    def __enter__(self) -> Heartbeat:
+        if self.interval is not None:
+            self.storage.record_heartbeat(self.trial)
+            self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
