@@ -236,7 +236,7 @@ def run_leaderboard(
     runnable = _with_dataset_files(unfinished, summary, download, log)
     added = enqueue_cells(study, runnable, retry_failed=retry_failed)
     workers = _worker_count(workers, len(runnable), max_cells)
-    if not runnable and not summary.failed_before:
+    if summary.already_finished == len(resolved):
         log(f"leaderboard {grid.name}: all {len(cells)} cells have a row; nothing to run")
     log(f"leaderboard {grid.name}: {len(cells)} cells, {summary.already_finished} finished, "
         f"{len(runnable)} to run ({len(added)} newly queued) in {summary.storage}"

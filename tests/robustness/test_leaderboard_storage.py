@@ -216,7 +216,7 @@ def test_the_committed_report_covers_every_grid_it_names():
 
 def test_every_credential_form_is_hidden_in_urls_and_driver_errors():
     """display_url and hide_secrets on the forms SQLAlchemy accepts (the matrix shows them end to end)."""
-    from damcha_ts.tuning.storage import display_url, hide_secrets
+    from damcha_ts.workqueue.storage import display_url, hide_secrets
 
     for url, shown in (
         (f"postgresql+psycopg2://alice:{SECRET}@db:5432/optuna", "postgresql+psycopg2://alice:***@db:5432/optuna"),

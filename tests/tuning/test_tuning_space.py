@@ -308,7 +308,7 @@ def test_storage_urls(tmp_path, monkeypatch):
 
 
 def test_storages_that_cannot_open_are_config_errors_without_the_password():
-    from damcha_ts.tuning.storage import open_storage
+    from damcha_ts.workqueue.storage import open_storage
 
     for url, message in (("sqlit:///x.db", "sqlit"),
                          ("postgresql+psycopg2://alice:s3cret@127.0.0.1:1/db", "127.0.0.1")):
@@ -343,7 +343,7 @@ def test_launches_that_start_together_get_different_seeds():
 
 def test_each_worker_gets_one_gpu_and_each_run_one_device():
     from damcha_ts.tuning.objective import one_device_per_run
-    from damcha_ts.workers import worker_environment
+    from damcha_ts.workqueue.launcher import worker_environment
 
     base = {"PATH": "/bin"}
     assert "CUDA_VISIBLE_DEVICES" not in worker_environment(0, 2, gpus=0, environ=base)
