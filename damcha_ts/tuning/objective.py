@@ -17,6 +17,8 @@ from typing import Any
 
 from damcha_ts.tuning.space import SearchSpec, as_updates
 
+LAUNCH_ATTR = "launch_token"  # user attribute of a trial: the launch it belongs to (its budget)
+
 TRIALS_DIR = "trials"
 # Per-trial outputs that are large and not needed after the trial (the best config is retrained).
 _BULKY_OUTPUTS = ("checkpoints", "model")
@@ -147,8 +149,8 @@ class TrialObjective:
         config = run.to_dict()
         trial.set_user_attr("config", jsonable(config))
         trial.set_user_attr("worker", self.worker)
-        if self.launch_token is not None:
-            trial.set_user_attr("launch_token", self.launch_token)
+        if self.launch_token is not None and LAUNCH_ATTR not in trial.user_attrs:
+            trial.set_user_attr(LAUNCH_ATTR, self.launch_token)  # a queued trial has its launch's already
 
         pruning = make_pruning_callback(trial)
         run_dir = trial_dir(self.out_dir, trial.number)

@@ -4,17 +4,20 @@ Flow of :func:`run_study` (what ``damcha-ts tune`` calls):
 
 1. resolve the base config (``--config`` + ``--set``) and check every search path against it;
 2. create or load the study (``load_if_exists``: the same command resumes and adds trials);
-3. run ``n_trials`` new trials on ``workers`` processes that share the storage; a worker claims each
-   trial from the launch's budget (:class:`TrialClaims`) before starting it, so together they add
-   exactly ``n_trials`` COMPLETE + PRUNED trials and none idles while trials remain (Optuna's
-   ``MaxTrialsCallback`` counts the whole study, which on a database shared by several machines
-   would stop one machine's workers early because of another's trials);
+3. queue the launch's ``n_trials`` trials (WAITING, tagged with the launch's token): first the waiting
+   trials nobody has taken on (enqueued by hand with ``study.enqueue_trial``, or the queued copy of a
+   killed worker's trial, same parameters), then new ones; run them on ``workers`` processes that
+   share the storage: each worker claims the launch's next waiting trial
+   (:class:`damcha_ts.workqueue.queue.StudyQueue`, atomic in the storage), so together they add
+   exactly ``n_trials`` COMPLETE + PRUNED trials and none idles while trials remain; a trial that
+   fails is replaced by a new one (at most ``n_trials`` times). Optuna's
+   ``MaxTrialsCallback`` would count the whole study, which on a database shared by several
+   machines would stop one machine's workers early because of another's trials;
 4. export the best trial's config as a ready run config, test it once, and write the report.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -28,6 +31,7 @@ from typing import Any
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically
+from damcha_ts.tuning.objective import LAUNCH_ATTR
 from damcha_ts.tuning.space import SearchSpec, load_search_spec, parse_search_spec
 from damcha_ts.workqueue.storage import display_url, open_storage, resolve_storage_url
 
@@ -93,50 +97,6 @@ def _hash(data: Any) -> str:
     return config_hash(json.loads(json.dumps(data, default=str)))
 
 
-def _fixed_width(state: dict) -> str:
-    return json.dumps(state).ljust(80)
-
-
-class TrialClaims:
-    """The trial budget of one launch, shared by its worker processes through a small JSON file.
-
-    A worker claims a trial before it starts one and hands the claim back when that trial fails (a
-    diverged run, a caught error), so the failure is replaced. Claims are taken under an exclusive
-    ``flock``, so the workers together start exactly ``n_trials`` trials that count, and a worker whose
-    trials were pruned early takes the next one instead of idling behind a fixed share.
-    """
-
-    def __init__(self, path: str | Path, n_trials: int | None = None) -> None:
-        self.path = Path(path)
-        if n_trials is not None:  # the launching process creates the budget
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(_fixed_width({"n_trials": n_trials, "claimed": 0}), encoding="utf-8")
-
-    @contextlib.contextmanager
-    def _locked(self):
-        import fcntl
-
-        with open(self.path, "r+", encoding="utf-8") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
-            state = json.loads(handle.read())
-            yield state
-            # Overwritten in place with one write of the same width, never truncated first: a worker
-            # killed here leaves the old state or the new one, not an empty file the others choke on.
-            handle.seek(0)
-            handle.write(_fixed_width(state))
-
-    def claim(self) -> bool:
-        with self._locked() as state:
-            if state["claimed"] >= state["n_trials"]:
-                return False
-            state["claimed"] += 1
-            return True
-
-    def release(self) -> None:
-        with self._locked() as state:
-            state["claimed"] = max(0, state["claimed"] - 1)
-
-
 def _trial_line(study, trial) -> None:
     from optuna.trial import TrialState
 
@@ -155,16 +115,19 @@ def _trial_line(study, trial) -> None:
 
 
 def run_worker(spec: Mapping[str, Any], index: int) -> dict:
-    """Run trials against the study's storage (in this process) while the launch's budget lasts.
+    """Run the launch's waiting trials against the study's storage (in this process) until none is left.
 
     ``spec`` is what :func:`run_study` hands its workers (JSON data, so a worker can be a separate
     process): study name, storage URL, out_dir, base config source, search file data, Lightning
-    arguments, the launch number, ``n_trials`` and the path of its :class:`TrialClaims` file. The
-    workers of one launch share that file, so they run on one machine; more machines join a study by
-    running ``damcha-ts tune`` against the same storage URL.
+    arguments, the launch number and token, and ``n_trials``. A worker takes the launch's waiting
+    trials only; more machines join a study by running ``damcha-ts tune`` against the same storage URL.
     """
+    import gc
+
     import optuna
     from optuna.trial import TrialState
+
+    from damcha_ts.workqueue.queue import StudyQueue
 
     search = parse_search_spec(spec["search"], source=spec["search_source"])
     storage = open_storage(
@@ -184,27 +147,35 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
     base = BaseConfig(spec["config"]["source"], spec["config"]["horizon"], tuple(spec["config"]["overrides"]))
     objective = TrialObjective(base, search, spec["out_dir"], trainer_kwargs=spec.get("trainer_kwargs"),
                                launch_token=spec["launch_token"])
-    claims = TrialClaims(spec["claims"])
-    states = []
+    queue = StudyQueue(study, storage)
+    token = spec["launch_token"]
     finished = failed = 0
-    while claims.claim():
-        study.optimize(
-            objective,
-            n_trials=1,
-            callbacks=[lambda _, trial: states.append(trial.state), _trial_line],
-            # A numerical error, or an invalid combination of values (d_model not divisible by
-            # n_heads), fails that trial only; every single value was checked before the study.
-            catch=(RuntimeError, ConfigError),
-            gc_after_trial=True,
-        )
-        if states and states[-1] in (TrialState.COMPLETE, TrialState.PRUNED):
-            finished += 1
-            continue
-        failed += 1
-        claims.release()  # another trial replaces the failed one ...
-        if failed > int(spec["n_trials"]):  # ... but not forever
+    while True:
+        queue.fail_stale()  # a killed worker's trial is queued again with the same launch token
+        claimed = queue.claim(lambda trial: trial.user_attrs.get(LAUNCH_ATTR) == token)
+        if claimed is None:
             break
+        # A numerical error, or an invalid combination of values (d_model not divisible by n_heads),
+        # fails that trial only; every single value was checked before the study.
+        trial = queue.run(claimed, objective, catch=(RuntimeError, ConfigError))
+        _trial_line(study, trial)
+        gc.collect()
+        if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
+            finished += 1
+        else:
+            failed += 1
+            _replace_failed(study, trial, token, int(spec["n_trials"]))
     return {"finished": finished, "failed": failed}
+
+
+def _replace_failed(study, trial, token: int, n_trials: int) -> None:
+    """A failed trial of the launch is replaced by a new one, so the launch still adds ``n_trials``;
+    not forever: once the launch has failed ``n_trials`` times, no more."""
+    from optuna.trial import TrialState
+
+    fails = sum(t.user_attrs.get(LAUNCH_ATTR) == token for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
+    if fails <= n_trials:
+        study.enqueue_trial({}, user_attrs={LAUNCH_ATTR: token})
 
 
 def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
@@ -404,7 +375,7 @@ def _open_pinned_study(setup: _StudySetup):
 
 
 def _new_launch(study, setup: _StudySetup, trainer_kwargs: Mapping | None, n_trials: int) -> dict:
-    """The spec this launch's workers run on (JSON data), with its trial budget created on disk."""
+    """The spec this launch's workers run on (JSON data), with its trials queued in the study."""
     from damcha_ts.tuning.objective import jsonable
 
     launch = len(study.get_trials(deepcopy=False))
@@ -420,11 +391,35 @@ def _new_launch(study, setup: _StudySetup, trainer_kwargs: Mapping | None, n_tri
         "launch": launch,
         "launch_token": new_launch_token(),
         "n_trials": n_trials,
-        "claims": str(setup.out_dir / WORKERS_DIR / f"claims_{launch:05d}_{os.getpid()}.json"),
     }
-    TrialClaims(worker_spec["claims"], n_trials)
-    log(f"study {setup.name!r} in {display_url(setup.url)}: {launch} trials so far, adding {n_trials}")
+    adopted = _queue_launch(study, _open_storage(setup), worker_spec["launch_token"], n_trials)
+    log(f"study {setup.name!r} in {display_url(setup.url)}: {launch} trials so far, adding {n_trials}"
+        + (f" ({adopted} of them queued before)" if adopted else ""))
     return worker_spec
+
+
+def _open_storage(setup: _StudySetup):
+    spec = setup.spec
+    return open_storage(setup.url, heartbeat_interval=spec.heartbeat_interval, grace_period=spec.grace_period,
+                        max_retry=spec.max_retry)
+
+
+def _queue_launch(study, storage, token: int, n_trials: int) -> int:
+    """Tag ``n_trials`` waiting trials with the launch's token: first those no launch has (enqueued by
+    hand, as Optuna users seed a study) or whose launch is over (the queued copy of a killed
+    worker's trial), then new empty ones the sampler fills. Returns how many were there before."""
+    from optuna.trial import TrialState
+
+    from damcha_ts.workqueue.queue import StudyQueue
+
+    queue = StudyQueue(study, storage)
+    untaken = [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+               if LAUNCH_ATTR not in t.user_attrs or "failed_trial" in t.system_attrs][:n_trials]
+    for trial in untaken:
+        queue.storage.set_trial_user_attr(queue.trial_id(trial.number), LAUNCH_ATTR, token)
+    for _ in range(n_trials - len(untaken)):
+        study.enqueue_trial({}, user_attrs={LAUNCH_ATTR: token})
+    return len(untaken)
 
 
 def _record_invocation(study, worker_spec: Mapping, *, command: str | None, workers: int) -> None:
@@ -442,14 +437,11 @@ def _run_trials(worker_spec: dict, out_dir: Path, workers: int) -> list[int]:
     exit codes (none in this process)."""
     started = time.perf_counter()
     exit_codes: list[int] = []
-    try:
-        if worker_spec["n_trials"] > 0:
-            if workers == 1:
-                run_worker(worker_spec, 0)
-            else:
-                exit_codes = _spawn_workers(worker_spec, out_dir, workers)
-    finally:  # an interrupted launch leaves no stale budget behind
-        Path(worker_spec["claims"]).unlink(missing_ok=True)
+    if worker_spec["n_trials"] > 0:
+        if workers == 1:
+            run_worker(worker_spec, 0)
+        else:
+            exit_codes = _spawn_workers(worker_spec, out_dir, workers)
     log(f"trials done in {time.perf_counter() - started:.1f} s")
     return exit_codes
 
@@ -487,7 +479,7 @@ def _finished(study, launch_token: int) -> int:
     from optuna.trial import TrialState
 
     finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    return sum(t.user_attrs.get("launch_token") == launch_token for t in finished)
+    return sum(t.user_attrs.get(LAUNCH_ATTR) == launch_token for t in finished)
 
 
 def summarize(study, search: SearchSpec, url: str, out_dir: Path) -> StudyResult:

@@ -1,8 +1,7 @@
 """Entry point of one worker process: ``python -m damcha_ts.tuning.worker SPEC.json INDEX``.
 
 :func:`damcha_ts.tuning.study.run_study` writes the spec and starts ``--workers`` of these; each
-claims trials from the launch's budget and runs them against the shared storage, and exits 0 when
-the budget is spent.
+claims the launch's waiting trials from the shared storage, runs them, and exits 0 when none is left.
 """
 
 from __future__ import annotations
@@ -20,7 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     import optuna
 
     from damcha_ts.tuning.study import run_worker
+    from damcha_ts.workqueue.launcher import stop_on_sigterm
 
+    stop_on_sigterm()  # a stopped worker's trial goes back to the queue
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
     run_worker(spec, int(args[1]))

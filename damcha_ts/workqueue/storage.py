@@ -102,9 +102,11 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
         return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
 
     engine_kwargs = {}
-    if url.startswith("sqlite:"):
+    sqlite = url.startswith("sqlite:")
+    if sqlite:
         Path(url.split(":///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
-        engine_kwargs = {"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S}}
+        # isolation_level=None: the driver starts no transaction of its own; _serialised_sqlite does.
+        engine_kwargs = {"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S, "isolation_level": None}}
     else:
         engine_kwargs = {"pool_pre_ping": True}  # a long trial may outlive an idle connection
     with warnings.catch_warnings():
@@ -114,13 +116,14 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
             else "failed_trial_callback"
         callback = {name: retry_callback(max_retry)}
         try:
-            return optuna.storages.RDBStorage(
+            storage = optuna.storages.RDBStorage(
                 url,
                 engine_kwargs=engine_kwargs,
                 heartbeat_interval=heartbeat_interval,
                 grace_period=grace_period,
                 **callback,
             )
+            return _serialised_sqlite(storage) if sqlite else storage
         except ImportError as exc:
             hint = ""
             if url.startswith("postgresql://"):  # SQLAlchemy 2.1 reads it as psycopg (3)
@@ -134,6 +137,22 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
             raise ConfigError(
                 f"storage {display_url(url)!r} cannot be opened: {hide_secrets(_first_line(exc), url)}"
             ) from exc
+
+
+def _serialised_sqlite(storage):
+    """Every transaction on the SQLite file takes its write lock when it begins (BEGIN IMMEDIATE).
+
+    SQLite has no ``SELECT ... FOR UPDATE``, and the driver begins a transaction only at its first
+    write, so two workers could both read a trial as WAITING and both mark it RUNNING: the same
+    trial handed out twice (tests/workqueue shows it, four processes over 120 trials). Taken at
+    BEGIN, the lock makes the read and the write one step, as the row lock does on PostgreSQL."""
+    from sqlalchemy import event
+
+    @event.listens_for(storage.engine, "begin")
+    def _begin_immediate(connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return storage
 
 
 def retry_callback(max_retry: int | None):

@@ -206,44 +206,13 @@ def test_two_worker_processes_complete_exactly_n_trials_together(study_files, tm
     (launch,) = optuna.load_study(study_name="pair", storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}").user_attrs["invocations"]
     assert {t.user_attrs["launch_token"] for t in trials} == {launch["launch_token"]}  # each trial names its launch
     per_worker = Counter(t.user_attrs["worker"] for t in trials)
-    # Which worker ran how many is first come, first served (TrialClaims); together they ran exactly 4.
+    # Which worker ran how many is first come, first served (the study's queue); together exactly 4.
     assert sum(per_worker.values()) == 4
     assert not any(label.endswith(f":{os.getpid()}") for label in per_worker)
-    assert not list((tmp_path / "out" / "workers").glob("claims_*.json"))  # the launch's budget is gone
     # The workers' spec held the storage URL (a database password, for PostgreSQL): it is written
     # owner-only and deleted when the workers are done; their logs stay.
     assert not list((tmp_path / "out" / "workers").glob("spec_*.json"))
     assert len(list((tmp_path / "out" / "workers").glob("worker_*.log"))) == 2
-
-
-def _claim_all(path, granted):
-    from damcha_ts.tuning.study import TrialClaims
-
-    claims = TrialClaims(path)
-    while claims.claim():
-        granted.put(os.getpid())
-
-
-def test_concurrent_claims_grant_exactly_the_budget(tmp_path):
-    """Processes racing for claims (as workers do between trials) get exactly n_trials between them."""
-    import multiprocessing
-
-    from damcha_ts.tuning.study import TrialClaims
-
-    path = tmp_path / "claims.json"
-    claims = TrialClaims(path, 200)
-    context = multiprocessing.get_context("spawn")
-    granted = context.Queue()
-    workers = [context.Process(target=_claim_all, args=(path, granted)) for _ in range(4)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=120)
-    assert [w.exitcode for w in workers] == [0, 0, 0, 0]
-    got = [granted.get(timeout=10) for _ in range(200)]
-    assert granted.empty() and len(got) == 200
-    claims.release()  # a failed trial gives its claim back: one more may start, and no more
-    assert claims.claim() and not claims.claim()
 
 
 def test_sigkilled_workers_trial_fails_and_is_retried(study_files, tmp_path):
@@ -332,7 +301,7 @@ def test_two_workers_share_a_postgresql_study(study_files, tmp_path, postgres_ur
     assert result.storage.startswith("postgresql")
     trials = load_trials(postgres_url, name)
     assert len(trials) == 4 and all(t.state in FINISHED for t in trials)
-    # Workers claim trials first come, first served (TrialClaims): together exactly 4, in any split.
+    # Workers claim trials first come, first served from the study's queue: together exactly 4, in any split.
     assert sum(Counter(t.user_attrs["worker"] for t in trials).values()) == 4
     engine = sqlalchemy.create_engine(postgres_url)
     with engine.connect() as connection:  # the rows really live in the PostgreSQL server
