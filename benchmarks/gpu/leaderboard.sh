@@ -6,16 +6,16 @@
 #
 #   bash benchmarks/gpu/leaderboard.sh            # from anywhere; results go to benchmarks/results/
 #   LEADERBOARD_SECONDS=1800 bash benchmarks/gpu/leaderboard.sh   # a longer budget
-#   LEADERBOARD_RUNNERS=1 bash benchmarks/gpu/leaderboard.sh      # one cell at a time
+#   LEADERBOARD_RUNNERS=1 bash benchmarks/gpu/leaderboard.sh      # one cell at a time (workers on the GPU)
 #   LEADERBOARD_REPORT=0 bash benchmarks/gpu/leaderboard.sh       # skip rebuilding the report
 #
 # Training runs in bf16-mixed on the GPU (the configs' precision "auto"). A Weather iTransformer
-# (25 tokens, batch 32) leaves most of an H200 idle, so LEADERBOARD_RUNNERS runners (default 3)
-# share the GPU; each cell's run folder is locked while it trains, so every runner takes a different
-# cell. The rows' seconds per epoch then describe a shared GPU. The run is resumable: when the
-# budget ends mid-cell, the finished cells are already in benchmarks/results/leaderboard.csv, the
-# interrupted cell resumes from its last checkpoint on the next call (on the same machine), and the
-# report is rebuilt from what finished.
+# (25 tokens, batch 32) leaves most of an H200 idle, so LEADERBOARD_RUNNERS workers (default 3)
+# share the GPU (`--workers`); the grid's study hands each worker a different cell. The rows' seconds
+# per epoch then describe a shared GPU. The run is resumable: when the budget ends mid-cell (SIGTERM),
+# the finished cells are already exported to benchmarks/results/leaderboard.csv, the interrupted
+# cells go back to the queue and resume from their last checkpoint on the next call (on the same
+# machine), and the report is rebuilt from what finished.
 # Commit benchmarks/results/ afterwards.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,18 +26,14 @@ export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"  # one GPU
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"       # run from the checkout without installing
 budget="${LEADERBOARD_SECONDS:-570}"                       # leaves ~30 s of the 10 minutes for the report
 runners="${LEADERBOARD_RUNNERS:-3}"
-stagger=5  # seconds between runner starts: the next one finds the first one's cell locked
 if ! [[ "$runners" =~ ^[1-9][0-9]*$ ]]; then
   echo "leaderboard.sh: LEADERBOARD_RUNNERS must be a whole number >= 1, got '$runners'" >&2
   exit 2
 fi
-if ! [[ "$budget" =~ ^[0-9]+$ ]] || [ "$budget" -le $(( stagger * (runners - 1) )) ]; then
-  echo "leaderboard.sh: LEADERBOARD_SECONDS must be a whole number above $(( stagger * (runners - 1) )), got '$budget'" >&2
+if ! [[ "$budget" =~ ^[1-9][0-9]*$ ]]; then
+  echo "leaderboard.sh: LEADERBOARD_SECONDS must be a whole number of seconds, got '$budget'" >&2
   exit 2
 fi
-# Each runner's worker takes an equal share of the cores (torch would give every one all of them,
-# and three processes spinning 16 OpenMP threads each on 16 cores slow each other down).
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( $(nproc) / runners > 0 ? $(nproc) / runners : 1 ))}"
 grids=(--config configs/leaderboard/weather.yaml
        --config configs/leaderboard/traffic.yaml
        --config configs/leaderboard/electricity.yaml
@@ -45,29 +41,13 @@ grids=(--config configs/leaderboard/weather.yaml
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || echo "leaderboard.sh: no nvidia-smi; the runner will use the CPU" >&2
 started=$(date +%s)
-pids=()
-for ((i = 0; i < runners; i++)); do
-  # Each runner's limit is what is left of the budget, so that all of them end within it.
-  timeout --signal=TERM $(( budget - stagger * i )) \
-    python -m damcha_ts.cli.main leaderboard "${grids[@]}" --no-download "$@" &
-  pids+=($!)
-  [ $(( i + 1 )) -lt "$runners" ] && sleep "$stagger"
-done
-status=0
-timed_out=0
-for pid in "${pids[@]}"; do
-  wait "$pid"
-  code=$?
-  if [ "$code" -eq 124 ]; then
-    timed_out=1
-  elif [ "$code" -ne 0 ]; then
-    status=$code
-  fi
-done
-echo "leaderboard.sh: $runners runner(s) done after $(( $(date +%s) - started )) s" >&2
-if [ "$timed_out" -eq 1 ]; then
+# The workers share the one visible GPU and split the cores (damcha_ts.workqueue.launcher).
+timeout --signal=TERM "$budget" \
+  python -m damcha_ts.cli.main leaderboard "${grids[@]}" --no-download --workers "$runners" "$@"
+status=$?
+echo "leaderboard.sh: done after $(( $(date +%s) - started )) s" >&2
+if [ "$status" -eq 124 ]; then
   echo "leaderboard.sh: the ${budget} s budget ended mid-cell; rerun this script to continue" >&2
-  [ "$status" -eq 0 ] && status=124
 fi
 if [ "${LEADERBOARD_REPORT:-1}" != 0 ]; then
   # Rebuild LEADERBOARD.md and the plots from every finished row (also after a timeout).
