@@ -1,9 +1,10 @@
-"""The benchmark leaderboard: resumable grid runs, the results CSV, LEADERBOARD.md and its plots.
+"""The benchmark leaderboard: grid runs on many workers, the results CSV, LEADERBOARD.md and its plots.
 
-    damcha-ts leaderboard --config configs/leaderboard/ett.yaml [--max-cells N] [--report-only]
+    damcha-ts leaderboard --config configs/leaderboard/ett.yaml [--storage URL] [--workers K] [--status]
 
-Start with grid.py (what a grid file holds), then runner.py (how cells run, resume and use the
-devices), cells.py (one cell), results.py (the CSV), then the report: tables.py (the numbers, no
+Start with grid.py (what a grid file holds), then runner.py (one run: import, enqueue, workers,
+export), queue.py (the grid's cells as the trials of an Optuna study), worker.py (take a cell, run
+it, report it), cells.py (one cell), results.py (the CSV), then the report: tables.py (the numbers, no
 Markdown), render.py with templates/ (the prose), figures.py (the figure list) and plots.py (drawing
 them), put together by report.py; published.json holds the published numbers of protocol.md §4.
 Importing this package loads no torch.
