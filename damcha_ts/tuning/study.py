@@ -311,7 +311,11 @@ def run_study(
     study = _open_pinned_study(setup)
     worker_spec = _new_launch(study, setup, trainer_kwargs, n_trials)
     _record_invocation(study, worker_spec, command=command, workers=workers)
-    exit_codes = _run_trials(worker_spec, setup.out_dir, workers)
+    try:
+        exit_codes = _run_trials(worker_spec, setup.out_dir, workers)
+    except KeyboardInterrupt:
+        _release_unstarted(study, _open_storage(setup), worker_spec["launch_token"])
+        raise
 
     result = summarize(study, setup.spec, setup.url, setup.out_dir)
     result.worker_exit_codes = exit_codes
@@ -398,6 +402,19 @@ def _new_launch(study, setup: _StudySetup, trainer_kwargs: Mapping | None, n_tri
     return worker_spec
 
 
+def _release_unstarted(study, storage, token: int) -> None:
+    """An interrupted launch hands its trials that never started to the next launch (which takes
+    waiting trials without a launch first), instead of leaving them queued for nobody."""
+    from optuna.trial import TrialState
+
+    from damcha_ts.workqueue.queue import StudyQueue
+
+    queue = StudyQueue(study, storage)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        if trial.user_attrs.get(LAUNCH_ATTR) == token:
+            storage.set_trial_user_attr(queue.trial_id(trial.number), LAUNCH_ATTR, None)
+
+
 def _open_storage(setup: _StudySetup):
     spec = setup.spec
     return open_storage(setup.url, heartbeat_interval=spec.heartbeat_interval, grace_period=spec.grace_period,
@@ -414,7 +431,7 @@ def _queue_launch(study, storage, token: int, n_trials: int) -> int:
 
     queue = StudyQueue(study, storage)
     untaken = [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-               if LAUNCH_ATTR not in t.user_attrs or "failed_trial" in t.system_attrs][:n_trials]
+               if t.user_attrs.get(LAUNCH_ATTR) is None or "failed_trial" in t.system_attrs][:n_trials]
     for trial in untaken:
         queue.storage.set_trial_user_attr(queue.trial_id(trial.number), LAUNCH_ATTR, token)
     for _ in range(n_trials - len(untaken)):

@@ -59,6 +59,10 @@ class StudyQueue:
             trial = self.trial_id(frozen.number)
             try:
                 if self.storage.set_trial_state_values(trial, state=TrialState.RUNNING):
+                    # A first beat at once: a worker killed before its Heartbeat starts still leaves
+                    # a trial that turns stale, not one RUNNING for ever.
+                    if getattr(self.storage, "get_heartbeat_interval", lambda: None)() is not None:
+                        self.storage.record_heartbeat(trial)
                     self.storage.set_trial_user_attr(trial, WORKER_ATTR, worker_label())
                     return trial
             except UpdateFinishedTrialError:  # finished by someone else meanwhile

@@ -418,3 +418,9 @@ def test_sigterm_to_the_launcher_stops_its_worker_processes(study_files, tmp_pat
     for pid in survivors:  # do not leave them training after a failure
         os.kill(pid, signal.SIGKILL)
     assert not survivors
+    # The stopped workers put their trials back, and the launch handed its unstarted ones on: nothing
+    # is left RUNNING for nobody, and every waiting trial is free for the next launch to take.
+    trials = load_trials(f"sqlite:///{tmp_path / 'out' / 'study.db'}", "search")
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    waiting = [t for t in trials if t.state == TrialState.WAITING]
+    assert waiting and all(t.user_attrs.get("launch_token") is None for t in waiting)
