@@ -1,4 +1,5 @@
-"""Session-wide test setup and the fixtures every test area uses.
+"""Session-wide test setup and the fixtures every test area uses (the benchmark data folder, a
+PostgreSQL server for the shared-storage tests of ``tune`` and ``leaderboard``).
 
 Without a GPU the Triton kernels run in triton's CPU interpreter. TRITON_INTERPRET must be set
 before any kernel is first decorated, and another test module may trigger that before the kernel
@@ -8,6 +9,10 @@ tests run, so it is set here, once, at the start of the session.
 from __future__ import annotations
 
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -37,3 +42,106 @@ def data_root() -> Path:
     if not root or not Path(root).is_dir():
         pytest.fail("set DAMCHA_TS_DATA to the directory of the shared benchmark CSVs (../shared/data)")
     return Path(root)
+
+
+# --- PostgreSQL -------------------------------------------------------------------------------
+
+
+def _postgres_bindir() -> Path | None:
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+    on_path = shutil.which("initdb")
+    if on_path:
+        candidates.append(Path(on_path).resolve().parent)
+    for candidate in candidates:
+        if (candidate / "initdb").is_file() and (candidate / "pg_ctl").is_file():
+            return candidate
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A PostgreSQL database URL: DAMCHA_TS_TEST_POSTGRES_URL (set by .ci/postgres.sh), or a
+    throwaway server started here from the installed binaries (skipped only without them)."""
+    url = os.environ.get("DAMCHA_TS_TEST_POSTGRES_URL")
+    if url:
+        import psycopg2  # noqa: F401  (CI gave a server, so a missing driver is a failure)
+
+        yield url
+        return
+    bindir = _postgres_bindir()
+    if bindir is None:
+        pytest.skip(
+            "no PostgreSQL server binaries here and no DAMCHA_TS_TEST_POSTGRES_URL; .ci/postgres.sh installs them"
+        )
+    pytest.importorskip("psycopg2", reason="psycopg2-binary (the dev extra) is needed to talk to PostgreSQL")
+    folder = Path(tempfile.mkdtemp(prefix="damcha_ts_pg_test_"))
+    run_as: list[str] = []
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+        user = "postgres" if _user_exists("postgres") else "nobody"
+        shutil.chown(folder, user=user)
+        run_as = ["runuser", "-u", user, "--"]
+    port = _free_port()
+    data_dir = folder / "data"
+    subprocess.run(
+        [*run_as, str(bindir / "initdb"), "-D", str(data_dir), "-U", "damcha", "--auth=trust", "-E", "UTF8"],
+        check=True,
+        capture_output=True,
+    )
+    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder}"
+    subprocess.run(
+        [
+            *run_as,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data_dir),
+            "-l",
+            str(folder / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            options,
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        subprocess.run(
+            [
+                *run_as,
+                str(bindir / "createdb"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "damcha",
+                "damcha_test",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        yield f"postgresql+psycopg2://damcha@127.0.0.1:{port}/damcha_test"
+    finally:
+        subprocess.run(
+            [*run_as, str(bindir / "pg_ctl"), "-D", str(data_dir), "-m", "fast", "-w", "stop"],
+            capture_output=True,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _user_exists(name: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True

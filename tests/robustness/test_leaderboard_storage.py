@@ -98,7 +98,16 @@ def _smoke_on(folder: Path, corrupt: bool) -> list[str]:
 
 
 def _nothing_written(folder: Path) -> None:
-    assert not (folder / "results").exists() or not any((folder / "results").iterdir())
+    """No CSV, report or plot; at most the grid's queue (leaderboard.db), and nothing queued in it."""
+    import sqlite3
+    from contextlib import closing
+
+    results = folder / "results"
+    files = sorted(p.name for p in results.iterdir()) if results.exists() else []
+    assert files in ([], ["leaderboard.db"])
+    if files:
+        with closing(sqlite3.connect(results / "leaderboard.db")) as connection:
+            assert connection.execute("SELECT count(*) FROM trials").fetchone() == (0,)
 
 
 def _report_grids_file(content: str):
