@@ -174,7 +174,9 @@ def run(args: argparse.Namespace) -> int:
         outcome["report_error"] = report_error
     _print_outcome(args, outcome, report, grids_ran=bool(summaries))
     broken_workers = any(code != 0 for code in outcome["worker_exit_codes"])
-    return 1 if outcome["failed"] or outcome["corrupt_datasets"] or report_error or broken_workers else 0
+    # A cell that failed on an earlier run still leaves the grid unfinished for a real error.
+    failed = outcome["failed"] or outcome["failed_before"]
+    return 1 if failed or outcome["corrupt_datasets"] or report_error or broken_workers else 0
 
 
 def _print_status(args: argparse.Namespace, grids: list, results: Path, runs_dir: Path, only: tuple,

@@ -22,7 +22,9 @@ CPU one worker with every core (or ``OMP_NUM_THREADS`` threads when that is set)
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,7 +296,16 @@ def _run_workers(spec: dict, workers: int, folder: Path, progress: Progress) -> 
 
         if not os.environ.get("OMP_NUM_THREADS"):
             torch.set_num_threads(os.cpu_count() or 1)
-        serve_cells(spec, 0, on_cell=progress.update)
+        from damcha_ts.workqueue.launcher import stop_on_sigterm
+
+        previous = signal.getsignal(signal.SIGTERM)
+        if threading.current_thread() is threading.main_thread():
+            stop_on_sigterm()  # `timeout`, kill, a batch scheduler: the cell goes back to the queue
+        try:
+            serve_cells(spec, 0, on_cell=progress.update)
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, previous)
         return []
     from damcha_ts.workqueue.launcher import launch_workers
 
@@ -367,6 +378,23 @@ def _cell_line(item: ResolvedCell, trial) -> str:
     return f"{item.cell.describe()}: FAILED on {where}: {error}"
 
 
+def _stored_states(url: str, grid_column: str):
+    """The study's cell states, read only: a storage or study not created yet holds no cell (and
+    --status creates neither)."""
+    import optuna
+
+    from damcha_ts.leaderboard.queue import CellStates, study_name
+
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        return CellStates()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.load_study(study_name=study_name(grid_column), storage=open_leaderboard_storage(url))
+    except KeyError:  # no such study yet
+        return CellStates()
+    return cell_states(study)
+
+
 def leaderboard_status(
     grid: LeaderboardGrid, results_path: str | Path, *, runs_dir: str | Path, storage: str | None = None,
     only_datasets: Sequence[str] = (), only_models: Sequence[str] = (),
@@ -380,7 +408,7 @@ def leaderboard_status(
     url = resolve_storage_url(storage if storage else default_storage(results_path), results_path.parent)
     resolved = [resolve_cell(c, grid, Path(runs_dir)) for c in grid.cells(tuple(only_datasets), tuple(only_models))]
     in_csv = {cell_key(row) for row in read_results(results_path)}
-    states = cell_states(open_grid_study(open_leaderboard_storage(url), grid.relative_path))
+    states = _stored_states(url, grid.relative_path)
     status = {"grid": grid.relative_path, "storage": display_url(url), "cells": len(resolved),
               "done": 0, "running": [], "waiting": 0, "failed": [], "not_queued": 0}
     for item in resolved:

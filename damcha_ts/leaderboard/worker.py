@@ -46,7 +46,7 @@ def serve_cells(spec: Mapping[str, Any], index: int = 0, log: Callable[[str], No
     from damcha_ts.leaderboard.cells import resolve_cell
     from damcha_ts.leaderboard.environment import detect_devices
     from damcha_ts.leaderboard.grid import load_grid
-    from damcha_ts.workqueue.queue import ERROR_ATTR, StudyQueue
+    from damcha_ts.workqueue.queue import StudyQueue
 
     grid = load_grid(spec["grid"])
     runs_dir, results = Path(spec["runs_dir"]), Path(spec["results"])
@@ -66,26 +66,35 @@ def serve_cells(spec: Mapping[str, Any], index: int = 0, log: Callable[[str], No
                 time.sleep(float(spec.get("poll_seconds", POLL_SECONDS)))
                 continue
             break
-        claimed = storage.get_trial(trial)
-        item = cells[trial_key(claimed)]
-        winner = duplicate_of(queue.study, claimed)
-        if winner is not None:  # enqueued twice by two machines at once: the other copy is the cell's
-            storage.set_trial_user_attr(trial, DUPLICATE_ATTR, winner)
-            queue.fail(trial, f"a duplicate of trial {winner}, which holds this cell")
-            continue
-        storage.set_trial_user_attr(trial, LAUNCH_ATTR, spec["launch"])
-        log(f"{item.cell.describe()}: started (trial {claimed.number})")
-        finished = queue.run(trial, lambda handle: _run(handle, item, grid, results, trainer_kwargs),
-                             catch=(Exception,))
-        if ROW_ATTR in finished.user_attrs and finished.state.name == "COMPLETE":
-            counts["ran"] += 1
-            row = finished.user_attrs[ROW_ATTR]
-            log(f"{item.cell.describe()}: mse={row['mse']:.4f} mae={row['mae']:.4f} ({row['wall_seconds']:.1f} s)")
-        else:
-            counts["failed"] += 1
-            log(f"{item.cell.describe()}: FAILED\n{finished.user_attrs.get(ERROR_ATTR, finished.state.name)}")
-        on_cell()
+        with queue.holding(trial):
+            outcome = _serve(queue, trial, cells, spec["launch"], log,
+                             lambda handle, item: _run(handle, item, grid, results, trainer_kwargs))
+        if outcome is not None:
+            counts[outcome] += 1
+            on_cell()
     return counts
+
+
+def _serve(queue, trial: int, cells: Mapping, launch: int, log: Callable[[str], None], work) -> str | None:
+    """Run one claimed cell: "ran", "failed", or None for a duplicate left to the copy that holds it."""
+    from damcha_ts.workqueue.queue import ERROR_ATTR
+
+    claimed = queue.storage.get_trial(trial)
+    item = cells[trial_key(claimed)]
+    winner = duplicate_of(queue.study, claimed)
+    if winner is not None:  # enqueued twice by two machines at once: the other copy is the cell's
+        queue.storage.set_trial_user_attr(trial, DUPLICATE_ATTR, winner)
+        queue.fail(trial, f"a duplicate of trial {winner}, which holds this cell")
+        return None
+    queue.storage.set_trial_user_attr(trial, LAUNCH_ATTR, launch)
+    log(f"{item.cell.describe()}: started (trial {claimed.number})")
+    finished = queue.run(trial, lambda handle: work(handle, item), catch=(Exception,))
+    if ROW_ATTR in finished.user_attrs and finished.state.name == "COMPLETE":
+        row = finished.user_attrs[ROW_ATTR]
+        log(f"{item.cell.describe()}: mse={row['mse']:.4f} mae={row['mae']:.4f} ({row['wall_seconds']:.1f} s)")
+        return "ran"
+    log(f"{item.cell.describe()}: FAILED\n{finished.user_attrs.get(ERROR_ATTR, finished.state.name)}")
+    return "failed"
 
 
 def _running(study, cells: Mapping) -> bool:

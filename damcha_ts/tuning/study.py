@@ -157,7 +157,8 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
             break
         # A numerical error, or an invalid combination of values (d_model not divisible by n_heads),
         # fails that trial only; every single value was checked before the study.
-        trial = queue.run(claimed, objective, catch=(RuntimeError, ConfigError))
+        with queue.holding(claimed):
+            trial = queue.run(claimed, objective, catch=(RuntimeError, ConfigError))
         _trial_line(study, trial)
         gc.collect()
         if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):

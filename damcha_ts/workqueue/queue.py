@@ -15,6 +15,7 @@ saying so, and two workers racing for the last waiting trial would then add one 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import traceback
@@ -113,6 +114,19 @@ class StudyQueue:
 
         self.storage.set_trial_user_attr(trial, ERROR_ATTR, error)
         self.study.tell(self.storage.get_trial(trial).number, state=TrialState.FAIL, skip_if_finished=True)
+
+    @contextlib.contextmanager
+    def holding(self, trial: int):
+        """The block that handles a claimed trial: an interrupt anywhere in it (not only inside
+        :meth:`run`) puts the trial back in the queue if it is still RUNNING."""
+        from optuna.trial import TrialState
+
+        try:
+            yield
+        except (KeyboardInterrupt, SystemExit):
+            if self.storage.get_trial(trial).state == TrialState.RUNNING:
+                self.requeue(trial, "interrupted")
+            raise
 
     def requeue(self, trial: int, why: str) -> None:
         """End a claimed trial FAILED and queue a copy of it (its parameters and user attributes), as

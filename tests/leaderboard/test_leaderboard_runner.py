@@ -543,8 +543,8 @@ def test_a_failing_cell_fails_once_and_only_retry_failed_runs_it_again(tmp_path,
     assert "RuntimeError: this cell always fails" in failure["error"] and "this cell always fails" in err
     assert first["remaining"] == 1 and fake_cells.count(broken.key) == 1
 
-    code, second, err = _run_cli(args, capsys)  # a rerun does not try it again
-    assert code == 0 and second["ran"] == second["failed"] == [] and fake_cells.count(broken.key) == 1
+    code, second, err = _run_cli(args, capsys)  # a rerun does not try it again, and still says it failed
+    assert code == 1 and second["ran"] == second["failed"] == [] and fake_cells.count(broken.key) == 1
     assert [item["cell"] for item in second["failed_before"]] == [broken.cell.describe()]
     assert "this cell always fails" in second["failed_before"][0]["error"] and "--retry-failed" in err
     assert second["remaining"] == 1 and second["already_finished"] == 1
