@@ -11,7 +11,6 @@ elsewhere it waits (``wait``), since a cell whose worker dies comes back to the 
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -123,10 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: python -m damcha_ts.leaderboard.worker SPEC.json INDEX", file=sys.stderr)
         return 2
-    from damcha_ts.workqueue.launcher import stop_on_sigterm
+    from damcha_ts.workqueue.launcher import read_spec, stop_on_sigterm
 
     stop_on_sigterm()
-    spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    spec = read_spec(args[0])
     counts = serve_cells(spec, int(args[1]))
     return 1 if counts["failed"] else 0
 

@@ -6,9 +6,7 @@ claims the launch's waiting trials from the shared storage, runs them, and exits
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,11 +17,11 @@ def main(argv: list[str] | None = None) -> int:
     import optuna
 
     from damcha_ts.tuning.study import run_worker
-    from damcha_ts.workqueue.launcher import stop_on_sigterm
+    from damcha_ts.workqueue.launcher import read_spec, stop_on_sigterm
 
     stop_on_sigterm()  # a stopped worker's trial goes back to the queue
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    spec = read_spec(args[0])
     run_worker(spec, int(args[1]))
     return 0
 

@@ -4,7 +4,8 @@ forward a SIGTERM or Ctrl+C to them, and report their exit codes.
 One launcher for every pool of workers: ``damcha-ts tune`` starts its trial workers and
 ``damcha-ts leaderboard`` its cell workers through it. Each worker is ``python -m MODULE SPEC.json INDEX``: the spec file (owner-only, since it
 may hold a storage URL with a password) says what to do, the index which worker it is; its output
-goes to its own log file. What the workers share (a study, a queue of cells) lives in a storage they
+goes to its own log file; a storage URL (it may hold a password) travels in the worker's environment
+instead of the file. What the workers share (a study, a queue of cells) lives in a storage they
 all reach, not in this module.
 """
 
@@ -19,6 +20,22 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+
+SECRET_FIELDS = ("storage",)  # spec fields that may hold a password
+
+
+def _secret_variable(key: str) -> str:
+    return f"DAMCHA_TS_WORKER_{key.upper()}"
+
+
+def read_spec(path: str | Path) -> dict:
+    """In a worker: the spec its launcher wrote, with the fields passed in the environment put back."""
+    spec = json.loads(Path(path).read_text(encoding="utf-8"))
+    for key in SECRET_FIELDS:
+        if _secret_variable(key) in os.environ:
+            spec[key] = os.environ[_secret_variable(key)]
+    return spec
 
 
 def worker_environment(index: int, workers: int, gpus: int, environ: Mapping[str, str] | None = None) -> dict:
@@ -47,17 +64,23 @@ def launch_workers(module: str, spec: Mapping, folder: Path, workers: int, *, ta
 
     folder.mkdir(parents=True, exist_ok=True)
     spec_path = folder / f"spec_{tag}.json"
-    # Owner-only: a storage URL in it may hold a database password.
+    # A storage URL may hold a database password: it goes to the workers in their environment, never
+    # into the file (which a killed launcher would leave behind); the file is owner-only all the same.
+    secrets = {_secret_variable(key): str(spec[key]) for key in SECRET_FIELDS if key in spec}
     descriptor = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        json.dump(dict(spec), handle, indent=1)
+        json.dump({k: v for k, v in spec.items() if k not in SECRET_FIELDS}, handle, indent=1)
     gpus = torch.cuda.device_count()
     procs = []
     for index in range(workers):
         with open(folder / f"worker_{tag}_{index}.log", "w", encoding="utf-8") as log_file:
             procs.append(subprocess.Popen([sys.executable, "-m", module, str(spec_path), str(index)], stdout=log_file,
-                                          stderr=subprocess.STDOUT, env=worker_environment(index, workers, gpus),
-                                          preexec_fn=_die_with_parent))
+                                          stderr=subprocess.STDOUT,
+                                          env={**worker_environment(index, workers, gpus), **secrets},
+                                          # Their own session: a terminal's Ctrl+C reaches the launcher
+                                          # alone, which stops them once (a second signal would land
+                                          # in the middle of putting their work back in the queue).
+                                          start_new_session=True, preexec_fn=_die_with_parent))
     log(f"{workers} workers started (pids {', '.join(str(p.pid) for p in procs)}); logs in {folder}")
     # A SIGTERM (kill, timeout, a batch scheduler) stops the workers too, as Ctrl+C does; otherwise
     # they would go on with nobody left to collect their results.

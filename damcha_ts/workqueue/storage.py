@@ -75,9 +75,24 @@ def _checked_database_url(url: str) -> str:
         if port_text:
             problem = f"the port {port_text[1]} is not a number (write host:port, e.g. db.example.org:5432)"
         raise ConfigError(f"--storage {shown!r}: {problem}") from exc
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.host:
+        raise ConfigError(f"--storage {shown!r}: a SQLite file is written with three slashes, "
+                          f"sqlite:///{parsed.host}{'/' + parsed.database if parsed.database else ''} "
+                          "(four for an absolute path: sqlite:////tmp/study.db)")
     if port is not None and not 0 < port < 65536:
         raise ConfigError(f"--storage {shown!r}: port {port} is out of range (1 to 65535)")
     return url
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (any driver spelling, ``sqlite+pysqlite:///...`` too), else None."""
+    if is_journal(url) or "://" not in url:
+        return None
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    return Path(parsed.database) if parsed.get_backend_name() == "sqlite" and parsed.database else None
 
 
 def is_journal(url: str) -> bool:
@@ -102,9 +117,9 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
         return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
 
     engine_kwargs = {}
-    sqlite = url.startswith("sqlite:")
+    sqlite = sqlite_path(url) is not None
     if sqlite:
-        Path(url.split(":///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+        sqlite_path(url).parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: the driver starts no transaction of its own; _serialised_sqlite does.
         engine_kwargs = {"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S, "isolation_level": None}}
     else:
@@ -176,7 +191,9 @@ def _first_line(exc: Exception) -> str:
 # or key (api_key, auth_token, sslkey, a whole libpq "dsn"), whatever the driver.
 _SECRET_KEY = re.compile(r"pass|pwd|secret|token|key|auth|credential|dsn", re.IGNORECASE)
 # SQLAlchemy's own reading of the user-info: the user is [^:/]*, the password runs to the next "@".
-_USERINFO = re.compile(r"^[^:/?#]+://[^:/]*:(?P<password>[^@]*)@")
+# Greedy up to the last "@" before the query: a password with a "/" or a raw "@" (which SQLAlchemy
+# cuts at the first one, reading the rest as the host) is hidden whole.
+_USERINFO = re.compile(r"^[^:/?#]+://[^:/@]*:(?P<password>[^?#]*)@")
 
 
 def _secret_spans(url: str) -> list[tuple[int, int]]:
@@ -222,6 +239,7 @@ def hide_secrets(text: str, url: str) -> str:
         for value in {url[begin:end], unquote(url[begin:end]), unquote_plus(url[begin:end])}:
             secrets.add(value)
             secrets.update(word.partition("=")[2] or word for word in value.split())
+            secrets.update(value.split("@"))  # SQLAlchemy reads what follows a raw "@" as the host
     for secret in sorted({s.strip("'\"") for s in secrets} - {""}, key=len, reverse=True):
         text = re.sub(rf"(?<!\w){re.escape(secret)}(?!\w)", "***", text)
     return text

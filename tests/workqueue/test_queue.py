@@ -18,6 +18,9 @@ from damcha_ts.workqueue.queue import ERROR_ATTR, WORKER_ATTR, Heartbeat, StudyQ
 from damcha_ts.workqueue.storage import open_storage
 
 
+TRIALS = 80  # without BEGIN IMMEDIATE, racing processes were handed some trials twice
+
+
 def _queue(url: str, name: str = "queue", *, heartbeat: int = 60, grace: int = 180) -> StudyQueue:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = open_storage(url, heartbeat_interval=heartbeat, grace_period=grace, max_retry=3)
@@ -31,10 +34,11 @@ def _claim_all(url: str, claimed) -> None:
         claimed.put(queue.storage.get_trial(trial).number)
 
 
-def test_racing_processes_claim_every_trial_exactly_once(tmp_path):
-    url = f"sqlite:///{tmp_path / 'queue.db'}"
+@pytest.mark.parametrize("scheme", ["sqlite", "sqlite+pysqlite"])  # every spelling of SQLite is serialised
+def test_racing_processes_claim_every_trial_exactly_once(tmp_path, scheme):
+    url = f"{scheme}:///{tmp_path / 'queue.db'}"
     queue = _queue(url)
-    for index in range(120):
+    for index in range(TRIALS):
         queue.study.enqueue_trial({}, user_attrs={"index": index})
     context = multiprocessing.get_context("spawn")
     claimed = context.Queue()
@@ -42,7 +46,7 @@ def test_racing_processes_claim_every_trial_exactly_once(tmp_path):
     for worker in workers:
         worker.start()
     numbers = []
-    while len(numbers) < 120 and any(w.is_alive() for w in workers) or not claimed.empty():
+    while len(numbers) < TRIALS and any(w.is_alive() for w in workers) or not claimed.empty():
         try:
             numbers.append(claimed.get(timeout=1))
         except Exception:  # noqa: BLE001 - queue.Empty while the workers are still at it
@@ -50,10 +54,10 @@ def test_racing_processes_claim_every_trial_exactly_once(tmp_path):
     for worker in workers:
         worker.join(timeout=120)
     assert [w.exitcode for w in workers] == [0, 0, 0, 0]
-    assert sorted(numbers) == list(range(120))  # each once: none twice, none left out
+    assert sorted(numbers) == list(range(TRIALS))  # each once: none twice, none left out
     states = {t.state for t in queue.study.get_trials()}
     assert states == {TrialState.RUNNING} and queue.claim() is None  # nothing is made up when the queue is empty
-    assert len(queue.study.get_trials()) == 120
+    assert len(queue.study.get_trials()) == TRIALS
 
 
 def test_claim_takes_only_accepted_trials_in_number_order_and_names_the_worker(tmp_path):
