@@ -75,8 +75,9 @@ def serve_cells(spec: Mapping[str, Any], index: int = 0, log: Callable[[str], No
 
 
 def _serve(queue, trial: int, cells: Mapping, launch: int, log: Callable[[str], None], work) -> str | None:
-    """Run one claimed cell: "ran", "failed", or None for a duplicate left to the copy that holds it."""
-    from damcha_ts.workqueue.queue import ERROR_ATTR
+    """Run one claimed cell: "ran", "failed", or None for a cell that is another trial's (a duplicate, or
+    one taken from this worker after its heartbeat stopped)."""
+    from damcha_ts.workqueue.queue import ERROR_ATTR, Superseded
 
     claimed = queue.storage.get_trial(trial)
     item = cells[trial_key(claimed)]
@@ -87,7 +88,11 @@ def _serve(queue, trial: int, cells: Mapping, launch: int, log: Callable[[str], 
         return None
     queue.storage.set_trial_user_attr(trial, LAUNCH_ATTR, launch)
     log(f"{item.cell.describe()}: started (trial {claimed.number})")
-    finished = queue.run(trial, lambda handle: work(handle, item), catch=(Exception,))
+    try:
+        finished = queue.run(trial, lambda handle: work(handle, item), catch=(Exception,))
+    except Superseded as lost:  # this worker was taken for dead; the cell's retry is another's
+        log(f"{item.cell.describe()}: {lost}")
+        return None
     if ROW_ATTR in finished.user_attrs and finished.state.name == "COMPLETE":
         row = finished.user_attrs[ROW_ATTR]
         log(f"{item.cell.describe()}: mse={row['mse']:.4f} mae={row['mae']:.4f} ({row['wall_seconds']:.1f} s)")

@@ -127,7 +127,7 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
     import optuna
     from optuna.trial import TrialState
 
-    from damcha_ts.workqueue.queue import StudyQueue
+    from damcha_ts.workqueue.queue import StudyQueue, Superseded
 
     search = parse_search_spec(spec["search"], source=spec["search_source"])
     storage = open_storage(
@@ -157,8 +157,12 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
             break
         # A numerical error, or an invalid combination of values (d_model not divisible by n_heads),
         # fails that trial only; every single value was checked before the study.
-        with queue.holding(claimed):
-            trial = queue.run(claimed, objective, catch=(RuntimeError, ConfigError))
+        try:
+            with queue.holding(claimed):
+                trial = queue.run(claimed, objective, catch=(RuntimeError, ConfigError))
+        except Superseded as lost:  # this worker was taken for dead; the trial's retry is another's
+            log(str(lost))
+            continue
         _trial_line(study, trial)
         gc.collect()
         if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):

@@ -86,17 +86,23 @@ class StudyQueue:
         the ``error`` user attribute) on an exception in ``catch``. An interrupt (Ctrl+C, or SIGTERM
         turned into one; Lightning turns it into SystemExit) puts the work back in the queue and
         propagates, as does any other exception after failing the trial. Returns the finished trial
-        as stored."""
+        as stored; raises :class:`Superseded` when the trial was taken away meanwhile (this worker's
+        heartbeat was missed for longer than the grace period, and the work went to another)."""
         import optuna
+        from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
 
         handle = optuna.Trial(self.study, trial)
-        with Heartbeat(self.storage, trial):
+        with Heartbeat(self.storage, trial) as heartbeat:
             try:
                 value = work(handle)
+            except UpdateFinishedTrialError as exc:  # the work tried to record something on it
+                raise Superseded(self._superseded_message(trial)) from exc
             except optuna.TrialPruned:
-                self.study.tell(handle, state=TrialState.PRUNED)
+                told = TrialState.PRUNED
+                self.study.tell(handle, state=told, skip_if_finished=True)
             except catch:
+                told = TrialState.FAIL
                 self.fail(trial, traceback.format_exc())
             except (KeyboardInterrupt, SystemExit):
                 self.requeue(trial, "interrupted")
@@ -105,14 +111,27 @@ class StudyQueue:
                 self.study.tell(handle, state=TrialState.FAIL, skip_if_finished=True)
                 raise
             else:
-                self._tell_value(trial, handle, value)
-        return self.storage.get_trial(trial)
+                told = self._tell_value(trial, handle, value)
+        stored = self.storage.get_trial(trial)
+        if heartbeat.lost or stored.state != told:
+            raise Superseded(self._superseded_message(trial))
+        return stored
+
+    def _superseded_message(self, trial: int) -> str:
+        number = self.storage.get_trial(trial).number
+        return (f"trial {number} was given to another worker while this one still ran it (no heartbeat for "
+                f"longer than the grace period); this worker's result is dropped")
 
     def fail(self, trial: int, error: str) -> None:
-        """End a claimed trial FAILED with ``error`` recorded (not retried: it is not stale)."""
+        """End a claimed trial FAILED with ``error`` recorded (not retried: it is not stale); nothing
+        happens when it has ended already (failed as stale meanwhile)."""
+        from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
 
-        self.storage.set_trial_user_attr(trial, ERROR_ATTR, error)
+        try:
+            self.storage.set_trial_user_attr(trial, ERROR_ATTR, error)
+        except UpdateFinishedTrialError:
+            return
         self.study.tell(self.storage.get_trial(trial).number, state=TrialState.FAIL, skip_if_finished=True)
 
     @contextlib.contextmanager
@@ -129,24 +148,58 @@ class StudyQueue:
             raise
 
     def requeue(self, trial: int, why: str) -> None:
-        """End a claimed trial FAILED and queue a copy of it (its parameters and user attributes), as
-        the storage does for a stale one: work stopped on purpose comes back at once."""
-        from damcha_ts.workqueue.storage import retry_callback
+        """End a claimed trial FAILED and queue a copy of it (its parameters and user attributes):
+        work stopped on purpose comes back at once. Unlike the storage's retry of a dead worker's
+        trial, this does not count toward ``max_retry`` (a preempted job is not a broken one), and a
+        second Ctrl+C or SIGTERM waits until the copy is queued."""
+        import optuna
+        from optuna.trial import TrialState
 
-        frozen = self.storage.get_trial(trial)
-        self.fail(trial, why)
-        retry_callback(max_retry=None)(self.study, frozen)
+        with _signals_held():
+            frozen = self.storage.get_trial(trial)
+            if frozen.state != TrialState.RUNNING:
+                return
+            self.fail(trial, why)
+            system_attrs = {**frozen.system_attrs, "failed_trial": frozen.system_attrs.get("failed_trial", frozen.number)}
+            self.study.add_trial(optuna.trial.create_trial(
+                state=TrialState.WAITING, params=frozen.params, distributions=frozen.distributions,
+                user_attrs={k: v for k, v in frozen.user_attrs.items() if k != ERROR_ATTR}, system_attrs=system_attrs,
+            ))
 
-    def _tell_value(self, trial: int, handle, value: float) -> None:
-        """COMPLETE with ``value``; a value that is not a finite number fails the trial, saying so."""
+    def _tell_value(self, trial: int, handle, value: float):
+        """COMPLETE with ``value``; a value that is not a finite number fails the trial, saying so.
+        Returns the state told."""
         import math
+
+        from optuna.trial import TrialState
 
         if value is None or not math.isfinite(float(value)):
             self.fail(trial, f"the result is not a finite number ({value!r})")
-            return
+            return TrialState.FAIL
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Optuna's own warning for a trial already failed as stale
             self.study.tell(handle, float(value), skip_if_finished=True)
+        return TrialState.COMPLETE
+
+
+class Superseded(Exception):
+    """The trial was failed as stale and queued again while this worker still ran it: drop the result."""
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM wait until the block is done (main thread only: elsewhere they cannot land)."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class Heartbeat:
@@ -159,10 +212,16 @@ class Heartbeat:
         self.interval = get_interval() if get_interval is not None else None
         self._stop = threading.Event()
         self._thread = None
+        self.lost = False
 
     def _beat(self) -> None:
+        from optuna.trial import TrialState
+
         while not self._stop.wait(self.interval):
             try:
+                if self.storage.get_trial(self.trial).state != TrialState.RUNNING:
+                    self.lost = True  # failed as stale by another worker: the work is someone else's now
+                    return
                 self.storage.record_heartbeat(self.trial)
             except Exception:  # noqa: BLE001 - a database hiccup must not kill the work; the next beat retries
                 pass

@@ -14,7 +14,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from damcha_ts.workqueue.queue import ERROR_ATTR, WORKER_ATTR, Heartbeat, StudyQueue, worker_label
+from damcha_ts.workqueue.queue import ERROR_ATTR, WORKER_ATTR, Heartbeat, StudyQueue, Superseded, worker_label
 from damcha_ts.workqueue.storage import open_storage
 
 
@@ -116,6 +116,8 @@ def test_an_interrupt_puts_the_work_back_in_the_queue(tmp_path):
     assert stopped.state == TrialState.FAIL and stopped.user_attrs[ERROR_ATTR] == "interrupted"
     assert again.user_attrs["cell"] == "ETTh1 H=96" and ERROR_ATTR not in again.user_attrs
     assert again.params == stopped.params and again.system_attrs["failed_trial"] == stopped.number
+    # A stop on purpose is not a dead worker: it does not use up the retries the storage grants those.
+    assert "retry_history" not in again.system_attrs
 
 
 def test_a_worker_whose_heartbeat_stops_loses_its_trial_to_the_queue(tmp_path):
@@ -130,3 +132,24 @@ def test_a_worker_whose_heartbeat_stops_loses_its_trial_to_the_queue(tmp_path):
     assert queue.storage.get_trial(dead).state == TrialState.FAIL
     (retry,) = queue.study.get_trials(states=(TrialState.WAITING,))
     assert retry.user_attrs["cell"] == "a" and retry.system_attrs["failed_trial"] == queue.storage.get_trial(dead).number
+
+
+@pytest.mark.parametrize("records_on_the_trial", [False, True])
+def test_a_worker_taken_for_dead_drops_its_result(tmp_path, records_on_the_trial):
+    """A worker paused for longer than the grace period finds its trial failed and retried by another:
+    it tells nothing and says so, instead of failing with Optuna's error or overwriting the retry."""
+    url = f"sqlite:///{tmp_path / 'queue.db'}"
+    queue = _queue(url, heartbeat=1, grace=2)
+    trial = _claimed(queue, cell="a")
+
+    def taken_away_meanwhile(handle):
+        queue.storage.set_trial_state_values(trial, TrialState.FAIL)  # what another worker's fail_stale does
+        if records_on_the_trial:
+            handle.set_user_attr("row", {"mse": 0.5})
+        time.sleep(1.5)  # a beat of the heartbeat sees it
+        return 0.5
+
+    with pytest.raises(Superseded, match="given to another worker"):
+        queue.run(trial, taken_away_meanwhile)
+    stored = queue.storage.get_trial(trial)
+    assert stored.state == TrialState.FAIL and stored.value is None and "row" not in stored.user_attrs
