@@ -131,6 +131,7 @@ def _merge(summaries: list, grids: list, results: Path) -> dict:
         "missing_datasets": [],
         "corrupt_datasets": [],
         "imported": 0,
+        "exported": 0,
         "worker_exit_codes": [],
         "remaining": 0,
     }
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         summaries = _run_grids(args, grids, results, runs_dir, only, only_models)
     outcome = _merge(summaries, grids, results)
     report, report_error = None, None
-    if args.report_only or args.merge or outcome["ran"]:
+    if args.report_only or args.merge or outcome["ran"] or outcome["exported"]:
         report, report_error = _report_after_runs(grids, results, runs_dir, root, grids_ran=bool(summaries))
     else:
         # Nothing new to show: the committed report, plots and curves stay byte for byte as they are.

@@ -18,6 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from damcha_ts.errors import DataError
 from damcha_ts.files import write_atomically
 from damcha_ts.leaderboard.results import cell_key, exclusive_lock, key_fields
 
@@ -62,7 +63,14 @@ def load_curves(results_path: str | Path) -> list[dict]:
     path = curves_path(results_path)
     if not path.is_file():
         return []
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        curves = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc}); restore it (git checkout) or delete it, and rerun") from exc
+    fields = ("dataset", "model", "horizon", "seed", "config_hash", "epochs", "train_loss", "val_loss")
+    if not isinstance(curves, list) or not all(isinstance(item, dict) and set(fields) <= set(item) for item in curves):
+        raise DataError(f"{path}: expected a list of curves, each with {', '.join(fields)}")
+    return curves
 
 
 def record_curves(results_path: str | Path, entries: Iterable[tuple[Mapping, dict]]) -> int:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from damcha_ts.leaderboard.results import CellKey, cell_key, key_fields
+from damcha_ts.workqueue.queue import ERROR_ATTR
 
 STUDY_PREFIX = "leaderboard:"
 CELL_ATTR = "cell"
@@ -73,9 +74,15 @@ def open_grid_study(storage, grid_column: str):
     """The grid's study (created on first use; ``load_if_exists`` makes creating it race-free)."""
     import optuna
 
+    from damcha_ts.errors import ConfigError
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna.create_study(study_name=study_name(grid_column), storage=storage, direction="minimize",
-                               load_if_exists=True)
+    study = optuna.create_study(study_name=study_name(grid_column), storage=storage, direction="minimize",
+                                load_if_exists=True)
+    if len(study.directions) != 1:  # a study of that name made by something else
+        raise ConfigError(f"the storage holds a study {study.study_name!r} with {len(study.directions)} "
+                          "objectives, so it is not this grid's; use another --storage")
+    return study
 
 
 def key_text(key: CellKey) -> str:
@@ -97,6 +104,13 @@ class CellStates:
     running: dict[CellKey, Any] = field(default_factory=dict)
     waiting: dict[CellKey, Any] = field(default_factory=dict)
     failed: dict[CellKey, Any] = field(default_factory=dict)
+    deaths: dict[CellKey, int] = field(default_factory=dict)  # trials failed with no error: a worker died
+
+    def retryable(self, key: CellKey, max_retry: int) -> bool:
+        """A failed cell whose last worker died (no error recorded) with retries left: the storage's
+        retry was lost (a worker killed while failing stale trials), so it is queued again here."""
+        last = self.failed.get(key)
+        return last is not None and ERROR_ATTR not in last.user_attrs and self.deaths.get(key, 0) <= max_retry
 
     def state(self, key: CellKey) -> str | None:
         for name in ("done", "running", "waiting", "failed"):
@@ -118,19 +132,22 @@ def cell_states(study) -> CellStates:
             slot[trial.state].setdefault(key, trial)  # the first one: the lowest trial number
         elif trial.state == TrialState.FAIL:
             states.failed[key] = trial  # the last one: the latest failure
+            if ERROR_ATTR not in trial.user_attrs:
+                states.deaths[key] = states.deaths.get(key, 0) + 1
     for key in [*states.done, *states.running, *states.waiting]:
         states.failed.pop(key, None)
     return states
 
 
-def enqueue_cells(study, cells: Sequence, *, retry_failed: bool = False) -> list:
-    """Add the cells (``ResolvedCell``) the study does not hold yet, in grid order; with
-    ``retry_failed`` also those whose every trial failed. Returns the cells added."""
+def enqueue_cells(study, cells: Sequence, *, retry_failed: bool = False, max_retry: int = 3) -> list:
+    """Add the cells (``ResolvedCell``) the study does not hold yet, in grid order, and failed ones
+    whose worker died with retries left; with ``retry_failed`` every failed one. Returns those added."""
     states = cell_states(study)
     added = []
     for item in cells:
         state = states.state(item.key)
-        if state is None or (state == "failed" and retry_failed):
+        again = state == "failed" and (retry_failed or states.retryable(item.key, max_retry))
+        if state is None or again:
             study.enqueue_trial({}, user_attrs={CELL_ATTR: key_fields(item.key)})
             added.append(item)
     return added

@@ -22,9 +22,7 @@ CPU one worker with every core (or ``OMP_NUM_THREADS`` threads when that is set)
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +81,7 @@ class LeaderboardRun:
     missing_datasets: list[MissingDataset] = field(default_factory=list)
     corrupt_datasets: list[CorruptDataset] = field(default_factory=list)  # an error: the command fails
     imported: int = 0  # rows of the CSV the storage did not have yet
+    exported: int = 0  # rows the CSV gained from the storage (this run's, and other machines')
     worker_exit_codes: list[int] = field(default_factory=list)  # worker processes (none in this process)
     remaining: int = 0  # cells without a row yet (failed ones and those after --max-cells included)
 
@@ -216,7 +215,7 @@ def run_leaderboard(
     in ``storage`` (default: ``leaderboard.db`` beside ``results_path``), with ``workers`` workers on
     this machine (default: one per GPU, or one); then export the CSV from the storage."""
     from damcha_ts.tuning.study import new_launch_token
-    from damcha_ts.workqueue.storage import display_url, resolve_storage_url
+    from damcha_ts.workqueue.storage import display_url, is_journal, resolve_storage_url
 
     results_path, runs_dir = Path(results_path), Path(runs_dir)
     url = resolve_storage_url(storage if storage else default_storage(results_path), results_path.parent)
@@ -228,15 +227,22 @@ def run_leaderboard(
     summary.imported = import_committed(store, results_path)
     study = open_grid_study(store, grid.relative_path)
     before = cell_states(study)
-    unfinished = [r for r in resolved if r.key not in before.done]
+    # A row in the CSV means done, even one the storage could not take (no finite MSE to store).
+    done = set(before.done) | {cell_key(row) for row in read_results(results_path)}
+    unfinished = [r for r in resolved if r.key not in done]
     summary.already_finished = len(resolved) - len(unfinished)
     if not retry_failed:
-        summary.failed_before = [_failure(r, before.failed[r.key]) for r in unfinished if r.key in before.failed]
+        given_up = [r for r in unfinished if r.key in before.failed and not before.retryable(r.key, settings.max_retry)]
+        summary.failed_before = [_failure(r, before.failed[r.key]) for r in given_up]
         for item in summary.failed_before:
             log(f"{item['cell']}: failed before, not retried (--retry-failed retries it): {item['error'].splitlines()[-1]}")
-        unfinished = [r for r in unfinished if r.key not in before.failed]
+        unfinished = [r for r in unfinished if r not in given_up]
     runnable = _with_dataset_files(unfinished, summary, download, log)
-    added = enqueue_cells(study, runnable, retry_failed=retry_failed)
+    added = enqueue_cells(study, runnable, retry_failed=retry_failed, max_retry=settings.max_retry)
+    if is_journal(url) and wait:
+        log(f"{summary.storage}: a journal file has no heartbeats, so a cell whose worker died stays RUNNING; "
+            "workers here stop when nothing is waiting (see --status)")
+        wait = False
     workers = _worker_count(workers, len(runnable), max_cells)
     if summary.already_finished == len(resolved):
         log(f"leaderboard {grid.name}: all {len(cells)} cells have a row; nothing to run")
@@ -248,14 +254,15 @@ def run_leaderboard(
         spec = {"grid": str(grid.path), "results": str(results_path), "runs_dir": str(runs_dir), "storage": url,
                 "settings": vars(settings), "keys": [key_text(r.key) for r in runnable], "launch": launch,
                 "budgets": _shares(max_cells, workers), "wait": wait}
-        progress = Progress(study, runnable, log, announce=workers > 1)
+        # Each finished cell is exported as it comes, so a kill of this process loses no row here.
+        progress = Progress(study, runnable, log, announce=workers > 1,
+                            on_finished=lambda: export_results(store, results_path))
         try:
             summary.worker_exit_codes = _run_workers(spec, workers, runs_dir / grid.name, progress)
         finally:
             progress.close()
-            export_results(store, results_path)
-    elif summary.imported:
-        export_results(store, results_path)
+    # Always: rows finished elsewhere reach this CSV too (a run with nothing to run just exports).
+    summary.exported = export_results(store, results_path)
     _summarise(summary, study, resolved, launch)
     return summary
 
@@ -296,16 +303,10 @@ def _run_workers(spec: dict, workers: int, folder: Path, progress: Progress) -> 
 
         if not os.environ.get("OMP_NUM_THREADS"):
             torch.set_num_threads(os.cpu_count() or 1)
-        from damcha_ts.workqueue.launcher import stop_on_sigterm
+        from damcha_ts.workqueue.launcher import sigterm_interrupts
 
-        previous = signal.getsignal(signal.SIGTERM)
-        if threading.current_thread() is threading.main_thread():
-            stop_on_sigterm()  # `timeout`, kill, a batch scheduler: the cell goes back to the queue
-        try:
+        with sigterm_interrupts():  # `timeout`, kill, a batch scheduler: the cell goes back to the queue
             serve_cells(spec, 0, on_cell=progress.update)
-        finally:
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, previous)
         return []
     from damcha_ts.workqueue.launcher import launch_workers
 
@@ -330,15 +331,17 @@ def _summarise(summary: LeaderboardRun, study, resolved: Sequence[ResolvedCell],
                       if key in by_key and t.user_attrs.get(LAUNCH_ATTR) == launch]
     summary.running_elsewhere = [by_key[key].cell.describe() for key in states.running if key in by_key]
     skipped = {m.dataset for m in [*summary.missing_datasets, *summary.corrupt_datasets]}
-    summary.remaining = sum(r.key not in states.done and r.cell.dataset not in skipped for r in resolved)
+    done = set(states.done) | {cell_key(row) for row in read_results(summary.results)}
+    summary.remaining = sum(r.key not in done and r.cell.dataset not in skipped for r in resolved)
 
 
 class Progress:
     """The foreground view of a run: a bar on a terminal, and with worker processes (whose own lines
     go to their log files) one line per cell as it finishes, read from the storage."""
 
-    def __init__(self, study, cells: Sequence[ResolvedCell], log: Callable[[str], None], *, announce: bool) -> None:
-        self.study, self.log, self.announce = study, log, announce
+    def __init__(self, study, cells: Sequence[ResolvedCell], log: Callable[[str], None], *, announce: bool,
+                 on_finished: Callable[[], object] = lambda: None) -> None:
+        self.study, self.log, self.announce, self.on_finished = study, log, announce, on_finished
         self.cells = {r.key: r for r in cells}
         self.seen: set = set()
         self.bar = None
@@ -349,11 +352,15 @@ class Progress:
 
     def update(self) -> None:
         states = cell_states(self.study)
+        finished = False
         for key, trial in [*states.done.items(), *states.failed.items()]:
             if key in self.cells and key not in self.seen:
                 self.seen.add(key)
+                finished = finished or key in states.done
                 if self.announce:
                     self.log(_cell_line(self.cells[key], trial))
+        if finished:
+            self.on_finished()
         if self.bar is not None:
             done = sum(key in states.done for key in self.cells)
             running = sum(key in states.running for key in self.cells)

@@ -318,7 +318,7 @@ def run_study(
     _record_invocation(study, worker_spec, command=command, workers=workers)
     try:
         exit_codes = _run_trials(worker_spec, setup.out_dir, workers)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):  # Lightning turns an interrupt in training into SystemExit
         _release_unstarted(study, _open_storage(setup), worker_spec["launch_token"])
         raise
 
@@ -435,8 +435,11 @@ def _queue_launch(study, storage, token: int, n_trials: int) -> int:
     from damcha_ts.workqueue.queue import StudyQueue
 
     queue = StudyQueue(study, storage)
+    # A launch with a trial running is alive: the copies of its killed workers' trials are its own.
+    alive = {t.user_attrs.get(LAUNCH_ATTR) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
     untaken = [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-               if t.user_attrs.get(LAUNCH_ATTR) is None or "failed_trial" in t.system_attrs][:n_trials]
+               if t.user_attrs.get(LAUNCH_ATTR) is None
+               or ("failed_trial" in t.system_attrs and t.user_attrs[LAUNCH_ATTR] not in alive)][:n_trials]
     for trial in untaken:
         queue.storage.set_trial_user_attr(queue.trial_id(trial.number), LAUNCH_ATTR, token)
     for _ in range(n_trials - len(untaken)):
@@ -461,7 +464,10 @@ def _run_trials(worker_spec: dict, out_dir: Path, workers: int) -> list[int]:
     exit_codes: list[int] = []
     if worker_spec["n_trials"] > 0:
         if workers == 1:
-            run_worker(worker_spec, 0)
+            from damcha_ts.workqueue.launcher import sigterm_interrupts
+
+            with sigterm_interrupts():  # `timeout`, kill, a batch scheduler: the trial goes back to the queue
+                run_worker(worker_spec, 0)
         else:
             exit_codes = _spawn_workers(worker_spec, out_dir, workers)
     log(f"trials done in {time.perf_counter() - started:.1f} s")

@@ -11,6 +11,7 @@ all reach, not in this module.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -115,6 +116,21 @@ def launch_workers(module: str, spec: Mapping, folder: Path, workers: int, *, ta
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """Work done in this process (one worker, no launcher): SIGTERM raises KeyboardInterrupt in the
+    block, as in a worker process, so the work in hand goes back to its queue; then as it was."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    stop_on_sigterm()
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def stop_on_sigterm() -> None:

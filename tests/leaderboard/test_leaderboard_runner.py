@@ -369,38 +369,87 @@ def test_workers_stop_with_a_sigkilled_launcher_and_put_their_cells_back(tmp_pat
     assert (status["done"], status["running"], status["waiting"], status["failed"]) == (0, [], 2, [])
 
 
-def test_a_sigterm_outside_training_puts_the_cell_back(tmp_path, monkeypatch):
-    """Lightning turns a SIGTERM during training into an exit of its own; anywhere else (a naive
-    cell, data preparation, the test) the worker's handler makes it an interrupt, and the cell goes
-    back to the queue before the worker exits."""
+def test_a_sigterm_to_a_run_in_this_process_puts_the_cell_back_and_keeps_the_rows(tmp_path, monkeypatch):
+    """One worker in the command's own process (the CPU default, a SLURM task): `timeout`'s SIGTERM
+    puts the cell in hand back in the queue, and the rows finished before it are in the CSV."""
     from damcha_ts.leaderboard import cells as cells_module
     from damcha_ts.leaderboard.runner import run_leaderboard
-    from damcha_ts.workqueue.launcher import stop_on_sigterm
 
     grid, results, runs = load_grid(SMOKE), tmp_path / "lb.csv", tmp_path / "runs"
-    (item,) = [resolve_cell(c, grid, runs) for c in grid.cells(only_models=("repeat_last",))]
+    naive = ("repeat_last", "window_mean")
+    stopped_cell = next(resolve_cell(c, grid, runs) for c in grid.cells(only_models=("window_mean",)))
 
-    def terminated(item, trainer_kwargs):
-        os.kill(os.getpid(), signal.SIGTERM)  # from the launcher, as it stops
+    def terminated_at_the_second(item, trainer_kwargs):
+        if item.cell.model == "repeat_last":
+            return _fake_row(item)
+        os.kill(os.getpid(), signal.SIGTERM)  # `timeout`, as the budget ends
         time.sleep(5)
         raise AssertionError("the SIGTERM did not stop the cell")
 
-    monkeypatch.setattr(cells_module, "run_cell", terminated)
-    previous = signal.getsignal(signal.SIGTERM)
+    def unhandled(signum, frame):
+        raise AssertionError("SIGTERM reached the default action: the process would have died, cell RUNNING")
+
+    monkeypatch.setattr(cells_module, "run_cell", terminated_at_the_second)
+    previous = signal.signal(signal.SIGTERM, unhandled)
     try:
-        stop_on_sigterm()  # what the worker process does first
         with pytest.raises(KeyboardInterrupt):
-            run_leaderboard(grid, results, runs_dir=runs, only_models=("repeat_last",), log=_quiet)
+            run_leaderboard(grid, results, runs_dir=runs, only_models=naive, workers=1, log=_quiet)
+        assert signal.getsignal(signal.SIGTERM) is unhandled  # the runner's handler is gone again
     finally:
         signal.signal(signal.SIGTERM, previous)
-    stopped, copy = _by_cell(_trials(_storage_url(results), grid))[item.key]
+    assert [row["model"] for row in read_results(results)] == ["repeat_last"]  # exported before the stop
+    stopped, copy = _by_cell(_trials(_storage_url(results), grid))[stopped_cell.key]
     assert stopped.state.name == "FAIL" and stopped.user_attrs["error"] == "interrupted"
     assert copy.state.name == "WAITING" and copy.system_attrs["failed_trial"] == stopped.number
 
     monkeypatch.setattr(cells_module, "run_cell", lambda item, trainer_kwargs: _fake_row(item))
+    run = run_leaderboard(grid, results, runs_dir=runs, only_models=naive, log=_quiet)
+    assert [row["model"] for row in run.ran] == ["window_mean"] and run.failed == run.failed_before == []
+    assert sorted(row["model"] for row in read_results(results)) == sorted(naive)
+
+
+def test_a_run_with_nothing_to_run_exports_the_cells_finished_elsewhere(tmp_path, fake_cells):
+    """Machine A finishes the grid on a shared storage; machine B's checkout has no row yet: B's run
+    trains nothing and its CSV gets every row."""
+    from damcha_ts.leaderboard.runner import run_leaderboard
+
+    grid, shared = load_grid(SMOKE), f"sqlite:///{tmp_path / 'shared.db'}"
+    machine_a, machine_b = tmp_path / "a" / "lb.csv", tmp_path / "b" / "lb.csv"
+    run_leaderboard(grid, machine_a, runs_dir=tmp_path / "runs", storage=shared, log=_quiet)
+    ran_on_a = len(fake_cells)
+    run = run_leaderboard(grid, machine_b, runs_dir=tmp_path / "runs", storage=shared, log=_quiet)
+    assert len(fake_cells) == ran_on_a == 4 and run.ran == [] and run.exported == 4
+    assert read_results(machine_b) == read_results(machine_a)
+
+
+def test_a_csv_row_without_a_score_counts_as_done(tmp_path, fake_cells):
+    """The storage cannot hold a row without a finite MSE; the CSV's row still means the cell is done."""
+    from damcha_ts.leaderboard.runner import leaderboard_status, run_leaderboard
+
+    grid, results, runs = load_grid(SMOKE), tmp_path / "lb.csv", tmp_path / "runs"
+    (item,) = [resolve_cell(c, grid, runs) for c in grid.cells(only_models=("repeat_last",))]
+    append_result(results, {**_fake_row(item), "mse": float("nan")})
     run = run_leaderboard(grid, results, runs_dir=runs, only_models=("repeat_last",), log=_quiet)
-    assert [row["model"] for row in run.ran] == ["repeat_last"] and run.failed == run.failed_before == []
-    assert [t.state.name for t in _trials(_storage_url(results), grid)] == ["FAIL", "COMPLETE"]
+    assert fake_cells == [] and run.already_finished == 1 and run.remaining == 0
+    assert leaderboard_status(grid, results, runs_dir=runs, only_models=("repeat_last",))["done"] == 1
+
+
+def test_a_cell_whose_retry_was_lost_is_queued_again(tmp_path, fake_cells):
+    """A worker killed while failing stale trials (Optuna fails them, then queues the copies) leaves a
+    cell FAILED with no error and no copy: the next run queues it again, within max_retry."""
+    from optuna.trial import TrialState
+
+    from damcha_ts.leaderboard.runner import run_leaderboard
+    from damcha_ts.workqueue.queue import StudyQueue
+
+    grid, results, runs = load_grid(SMOKE), tmp_path / "lb.csv", tmp_path / "runs"
+    run_leaderboard(grid, results, runs_dir=runs, only_models=("repeat_last",), max_cells=0, log=_quiet)
+    study, storage = _study(_storage_url(results), grid)
+    queue = StudyQueue(study, storage)
+    trial = queue.claim()
+    storage.set_trial_state_values(trial, TrialState.FAIL)  # stale, and the copy never made
+    run = run_leaderboard(grid, results, runs_dir=runs, only_models=("repeat_last",), log=_quiet)
+    assert [row["model"] for row in run.ran] == ["repeat_last"] and run.failed_before == []
 
 
 def test_two_workers_share_a_grid_on_postgresql(tmp_path, capsys, postgres_url):

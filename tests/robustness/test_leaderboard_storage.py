@@ -93,6 +93,21 @@ def _data_folder(folder: Path, corrupt: bool) -> Path:
     return data
 
 
+def _broken_curves(folder: Path, fixtures: dict) -> list[str]:
+    _copy_results(folder, fixtures)
+    (folder / "results" / "curves.json").write_text('[{"dataset": "ETTh1", ', encoding="utf-8")  # cut off
+    return _leaderboard(folder, SMOKE, "--data-dir", fixtures["data_root"])
+
+
+def _storage_with_a_foreign_study(folder: Path, fixtures: dict) -> list[str]:
+    import optuna
+
+    url = f"sqlite:///{folder / 'other.db'}"
+    optuna.create_study(study_name="leaderboard:configs/leaderboard/smoke.yaml", storage=url,
+                        directions=["minimize", "maximize"])
+    return _leaderboard(folder, SMOKE, "--storage", url, "--data-dir", fixtures["data_root"])
+
+
 def _smoke_on(folder: Path, corrupt: bool) -> list[str]:
     return _leaderboard(folder, SMOKE, "--data-dir", _data_folder(folder, corrupt), "--no-download")
 
@@ -163,6 +178,10 @@ CASES = [
          1, CORRUPT_DIGESTS, after=_nothing_written),
     Case("leaderboard_missing_data_file_is_skipped_and_writes_nothing", lambda f, _: _smoke_on(f, corrupt=False),
          0, "the data file ETTh1.csv is missing", after=_nothing_written),
+    Case("leaderboard_run_with_curves_json_cut_off_names_it", _broken_curves, 2,
+         "curves.json: not valid JSON"),
+    Case("leaderboard_run_on_a_storage_holding_a_foreign_study_of_the_grid_name_is_refused", _storage_with_a_foreign_study, 2,
+         "with 2 objectives, so it is not this grid's; use another --storage"),
     Case("report_grids_yaml_that_is_not_yaml_is_named", _report_grids_file("grids: [a, b\n"), 2,
          "report_grids.yaml: not valid YAML", after=_nothing_changed),
     Case("report_grids_yaml_without_a_list_is_named", _report_grids_file("grids: 5\n"), 2,

@@ -424,3 +424,60 @@ def test_sigterm_to_the_launcher_stops_its_worker_processes(study_files, tmp_pat
     assert not [t for t in trials if t.state == TrialState.RUNNING]
     waiting = [t for t in trials if t.state == TrialState.WAITING]
     assert waiting and all(t.user_attrs.get("launch_token") is None for t in waiting)
+
+
+def test_sigterm_to_a_one_worker_launch_puts_its_trial_back(study_files, tmp_path):
+    """One worker in the command's own process: `timeout`'s SIGTERM fails nothing for good; the trial in
+    hand is queued again (same parameters) and the launch's unstarted trials are free for the next one."""
+    config, search = study_files()
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    command = [sys.executable, "-m", "damcha_ts.cli.main", "tune", "--config", str(config), "--search", str(search),
+               "--n-trials", "3", "--storage", url, "--study-name", "term", "--out", str(tmp_path / "out"),
+               "--no-test", "--set", "training.max_epochs=8", "--set", "training.patience=8"]
+    log_path = tmp_path / "launcher.log"
+    with open(log_path, "w") as log:
+        launcher = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        storage, deadline = optuna.storages.RDBStorage(url), time.monotonic() + 120
+        while True:  # trial 0 mid-training
+            assert launcher.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            try:
+                trials = storage.get_all_trials(storage.get_study_id_from_name("term"), deepcopy=False)
+            except KeyError:
+                trials = []
+            if any(t.state == TrialState.RUNNING and t.intermediate_values for t in trials):
+                break
+            time.sleep(0.05)
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(timeout=90) != 0
+    finally:
+        launcher.kill()
+        launcher.wait()
+    trials = load_trials(url, "term")
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    (stopped,) = [t for t in trials if t.state == TrialState.FAIL]
+    assert stopped.user_attrs["error"] == "interrupted"
+    (copy,) = [t for t in trials if t.system_attrs.get("failed_trial") == stopped.number]
+    assert copy.state == TrialState.WAITING and copy.params == stopped.params
+    assert all(t.user_attrs.get("launch_token") is None for t in trials if t.state == TrialState.WAITING)
+
+
+def test_a_launch_takes_over_only_what_no_live_launch_holds(tmp_path):
+    """Trials queued by hand, and the queued copies of a dead launch's trials, count toward the next
+    launch; the copy of a trial of a launch still running (another machine's) stays that launch's."""
+    from damcha_ts.tuning.study import _queue_launch
+    from damcha_ts.workqueue.queue import StudyQueue
+    from damcha_ts.workqueue.storage import open_storage
+
+    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_interval=60, grace_period=180, max_retry=3)
+    study = optuna.create_study(study_name="adopt", storage=storage)
+    queue = StudyQueue(study, storage)
+    study.enqueue_trial({"x": 1.0})  # by hand
+    study.enqueue_trial({}, user_attrs={"launch_token": 111})  # launch 111's, running on another machine
+    queue.claim(lambda t: t.user_attrs.get("launch_token") == 111)
+    for token in (111, 222):  # a queued copy of a killed worker's trial of each launch; 222 is over
+        study.add_trial(optuna.trial.create_trial(state=TrialState.WAITING, user_attrs={"launch_token": token},
+                                                  system_attrs={"failed_trial": 0}))
+    assert _queue_launch(study, storage, 333, n_trials=4) == 2
+    owner = {t.number: t.user_attrs.get("launch_token") for t in study.get_trials(states=(TrialState.WAITING,))}
+    assert owner == {0: 333, 2: 111, 3: 333, 4: 333, 5: 333}
