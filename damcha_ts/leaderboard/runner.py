@@ -45,7 +45,7 @@ from damcha_ts.leaderboard.queue import (
     open_leaderboard_storage,
 )
 from damcha_ts.leaderboard.results import cell_key, read_results
-from damcha_ts.workqueue.queue import ERROR_ATTR, WORKER_ATTR
+from damcha_ts.workqueue.queue import ERROR_ATTR, WORKER_ATTR, new_launch_token
 
 
 @dataclass
@@ -214,7 +214,6 @@ def run_leaderboard(
     """Run the cells of ``grid`` that have no row yet (at most ``max_cells`` here) on the grid's study
     in ``storage`` (default: ``leaderboard.db`` beside ``results_path``), with ``workers`` workers on
     this machine (default: one per GPU, or one); then export the CSV from the storage."""
-    from damcha_ts.tuning.study import new_launch_token
     from damcha_ts.workqueue.storage import display_url, is_journal, resolve_storage_url
 
     results_path, runs_dir = Path(results_path), Path(runs_dir)
@@ -226,18 +225,8 @@ def run_leaderboard(
     store = open_leaderboard_storage(url, settings)
     summary.imported = import_committed(store, results_path)
     study = open_grid_study(store, grid.relative_path)
-    before = cell_states(study)
-    # A row in the CSV means done, even one the storage could not take (no finite MSE to store).
-    done = set(before.done) | {cell_key(row) for row in read_results(results_path)}
-    unfinished = [r for r in resolved if r.key not in done]
-    summary.already_finished = len(resolved) - len(unfinished)
-    if not retry_failed:
-        given_up = [r for r in unfinished if r.key in before.failed and not before.retryable(r.key, settings.max_retry)]
-        summary.failed_before = [_failure(r, before.failed[r.key]) for r in given_up]
-        for item in summary.failed_before:
-            log(f"{item['cell']}: failed before, not retried (--retry-failed retries it): {item['error'].splitlines()[-1]}")
-        unfinished = [r for r in unfinished if r not in given_up]
-    runnable = _with_dataset_files(unfinished, summary, download, log)
+    runnable = _cells_to_run(summary, study, resolved, results_path, retry_failed=retry_failed,
+                             max_retry=settings.max_retry, download=download, log=log)
     added = enqueue_cells(study, runnable, retry_failed=retry_failed, max_retry=settings.max_retry)
     if is_journal(url) and wait:
         log(f"{summary.storage}: a journal file has no heartbeats, so a cell whose worker died stays RUNNING; "
@@ -265,6 +254,24 @@ def run_leaderboard(
     summary.exported = export_results(store, results_path)
     _summarise(summary, study, resolved, launch)
     return summary
+
+
+def _cells_to_run(summary: LeaderboardRun, study, resolved: Sequence[ResolvedCell], results_path: Path, *,
+                  retry_failed: bool, max_retry: int, download: bool, log: Callable[[str], None]) -> list:
+    """The cells without a row, less those that failed for a real error (unless ``retry_failed``) and
+    those whose dataset file is not here; the summary says why each other one is left out."""
+    before = cell_states(study)
+    # A row in the CSV means done, even one the storage could not take (no finite MSE to store).
+    done = set(before.done) | {cell_key(row) for row in read_results(results_path)}
+    unfinished = [r for r in resolved if r.key not in done]
+    summary.already_finished = len(resolved) - len(unfinished)
+    if not retry_failed:
+        given_up = [r for r in unfinished if r.key in before.failed and not before.retryable(r.key, max_retry)]
+        summary.failed_before = [_failure(r, before.failed[r.key]) for r in given_up]
+        for item in summary.failed_before:
+            log(f"{item['cell']}: failed before, not retried (--retry-failed retries it): {item['error'].splitlines()[-1]}")
+        unfinished = [r for r in unfinished if r not in given_up]
+    return _with_dataset_files(unfinished, summary, download, log)
 
 
 def import_committed(store, results_path: Path) -> int:

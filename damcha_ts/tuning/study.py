@@ -32,6 +32,7 @@ from typing import Any
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically
 from damcha_ts.tuning.objective import LAUNCH_ATTR
+from damcha_ts.workqueue.queue import new_launch_token
 from damcha_ts.tuning.space import SearchSpec, load_search_spec, parse_search_spec
 from damcha_ts.workqueue.storage import display_url, open_storage, resolve_storage_url
 
@@ -81,14 +82,6 @@ def worker_seed(base_seed: int, launch_token: int, index: int) -> int:
     import numpy as np
 
     return int(np.random.SeedSequence([base_seed, launch_token, index]).generate_state(1)[0])
-
-
-def new_launch_token() -> int:
-    """Random, not derived from the trial count: machines joining a shared study together see the
-    same count, so a count-based seed would make them propose the same trials."""
-    import secrets
-
-    return secrets.randbits(63)
 
 
 def _hash(data: Any) -> str:

@@ -35,6 +35,15 @@ def worker_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def new_launch_token() -> int:
+    """A random token per launch (a run of workers), recorded on the work it runs. Random, not derived
+    from the trial count: machines joining a shared study together see the same count, so a
+    count-based token (and the sampler seeds derived from it) would be the same on each."""
+    import secrets
+
+    return secrets.randbits(63)
+
+
 class StudyQueue:
     """The WAITING trials of one study as a queue: claim one, run it under a heartbeat, tell how it
     ended. ``storage`` is the one the study was opened on (``workqueue.storage.open_storage``)."""

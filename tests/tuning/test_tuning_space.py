@@ -13,7 +13,8 @@ import yaml
 from damcha_ts.errors import ConfigError
 from damcha_ts.tuning import load_search_spec, parse_search_spec, resolve_storage_url
 from damcha_ts.tuning.space import as_updates, set_path
-from damcha_ts.tuning.study import new_launch_token, worker_seed
+from damcha_ts.tuning.study import worker_seed
+from damcha_ts.workqueue.queue import new_launch_token
 
 REPO = Path(__file__).resolve().parents[2]
 SEARCH_DIR = REPO / "configs" / "search"
