@@ -99,6 +99,10 @@ class TrainingConfig:
     # Ablation of DAMCHA's compact-generator multiplier (learning rate x scale, weight decay / scale).
     # None: n_heads, which trains exactly as the reference full D*D layer (damcha.md §10 (b)).
     compact_lr_scale: float | None = field(default=None, metadata=_since(2))
+    # torch.compile the model for training and validation: on CUDA with CUDA graphs
+    # ("reduce-overhead"; small models are bound by kernel launches there), elsewhere with inductor.
+    # The weights, checkpoints and saved models are those of the plain model either way.
+    compile: bool = field(default=False, metadata=_since(2))
 
     def __post_init__(self) -> None:
         hints = get_type_hints(type(self))

@@ -99,6 +99,18 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
         """[B, L, N] (+ marks [B, L, M], covariates) -> [B, H, N], or [B, Q, H, N] for a quantile model."""
         return self.model(x, x_mark, covariates)
 
+    def _network(self, x: torch.Tensor):
+        """The model, or with ``training.compile`` its compiled form (built at the first batch, when the
+        device is known; kept out of the module's children, so state dicts hold the model's keys only)."""
+        if not self.training_config.compile:
+            return self.model
+        compiled = self.__dict__.get("_compiled_model")
+        if compiled is None:
+            mode = "reduce-overhead" if x.is_cuda else None
+            compiled = torch.compile(self.model, mode=mode, dynamic=False)
+            self.__dict__["_compiled_model"] = compiled
+        return compiled
+
     @staticmethod
     def _covariates(batch: dict):
         """The batch's covariates (``past_covariates`` [B, L, P], ``future_covariates`` [B, L + H, F],
@@ -128,7 +140,7 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
             chosen = torch.randperm(n_variates, device=x.device)[:keep]
             x, y = x[..., chosen], y[..., chosen]
             observed = None if observed is None else observed[..., chosen]
-        pred, true, observed = self._scored(self.model(x, x_mark, self._covariates(batch)), y, observed)
+        pred, true, observed = self._scored(self._network(x)(x, x_mark, self._covariates(batch)), y, observed)
         loss = forecast_loss(pred.float(), true, self.quantiles, observed)
         # The epoch mean is synced across DDP ranks once per epoch; the step value stays local.
         self.log("train_loss", loss, on_step=False, on_epoch=True, batch_size=x.shape[0], sync_dist=True)
@@ -141,7 +153,7 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         x, x_mark, y, observed = self._batch(batch)
-        pred, true, observed = self._scored(self.model(x, x_mark, self._covariates(batch)), y, observed)
+        pred, true, observed = self._scored(self._network(x)(x, x_mark, self._covariates(batch)), y, observed)
         # Sums and counts (not batch means), so val_loss is the mean over every window.
         total, count = forecast_loss(
             pred.double(), true.double(), self.quantiles, None if observed is None else observed.double(),
