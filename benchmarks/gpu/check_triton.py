@@ -1,6 +1,6 @@
 """GPU check of the fused Triton DAMCHA kernel (issue 7): correctness, speed, one training step.
 
-    python benchmarks/gpu/check_triton.py [--out-dir DIR] [--iters 20] [--warmup 3]
+    python benchmarks/gpu/check_triton.py [--out-dir DIR] [--iters 100] [--warmup 3] [--write-dispatch]
 
 Needs one CUDA GPU (exits with status 2 without one) and runs in about 5 minutes on an H200, most
 of it Triton compiling and autotuning on first use. It needs neither optuna nor gluonts. Sections,
@@ -16,7 +16,8 @@ described in report order (they run in the order 2, 3, 4, 1, so that the timed o
    for the whole attention module (projections included, under bf16 autocast), plus peak memory;
 3. training: one full bf16-mixed training step (forward, MSE loss, backward, AdamW step) of
    DAMCHA-iTransformer at the Traffic config (d_model 512, 4 layers, 8 heads, d_ff 512,
-   N = 862 + 4 tokens, batch 16) with each backend, and of the MHA iTransformer for scale;
+   N = 862 + 4 tokens, batch 16) with each backend, and of the MHA iTransformer for scale, each
+   eager and compiled as ``training.compile`` does on CUDA (CUDA graphs);
 4. profile: torch.profiler tables (host and device time per op) of five core fwd+bwd steps of
    the triton and sdpa backends at the first and last timing shapes.
 
@@ -281,26 +282,34 @@ def time_training_steps(warmup: int, iters: int) -> list[dict]:
     marks = torch.randn(c["batch"], c["seq_len"], c["mark_features"], device=DEVICE, generator=generator)
     target = torch.randn(c["batch"], c["pred_len"], c["variates"], device=DEVICE, generator=generator)
     rows = []
-    for name, backend in (("itransformer_damcha", "triton"), ("itransformer_damcha", "sdpa"),
-                          ("itransformer_mha", None)):
+    # compiled: what training.compile does on CUDA (torch.compile with CUDA graphs, "reduce-overhead").
+    for name, backend, compiled in (("itransformer_damcha", "triton", False), ("itransformer_damcha", "sdpa", False),
+                                    ("itransformer_mha", None, False), ("itransformer_damcha", "sdpa", True),
+                                    ("itransformer_mha", None, True)):
         config = {"name": name, **{k: c[k] for k in ("seq_len", "pred_len", "d_model", "n_heads", "e_layers", "d_ff")}}
         if backend is not None:
             config["attn_backend"] = backend
         torch.manual_seed(0)
         model = build_model(config).to(DEVICE).train()
         optimizer = torch.optim.AdamW(model.parameter_groups(c["learning_rate"]))
+        forward = torch.compile(model, mode="reduce-overhead", dynamic=False) if compiled else model
 
-        def step(model=model, optimizer=optimizer):
+        def step(forward=forward, optimizer=optimizer):
             optimizer.zero_grad(set_to_none=True)
             with torch.autocast(DEVICE, dtype=torch.bfloat16):
-                loss = torch.nn.functional.mse_loss(model(x, marks).float(), target)
+                loss = torch.nn.functional.mse_loss(forward(x, marks).float(), target)
             loss.backward()
             optimizer.step()
 
-        timing = cuda_median_ms(step, warmup, iters)
-        rows.append({"model": name, "attn_backend": backend, "precision": "bf16-mixed",
+        try:
+            timing = cuda_median_ms(step, warmup + (3 if compiled else 0), iters)  # compiled: its compile untimed
+        except Exception as exc:  # noqa: BLE001 - one variant failing (a compile error) must not cost the others
+            rows.append({"model": name, "attn_backend": backend, "compiled": compiled, "error": repr(exc)[:500]})
+            log(f"training step {name} backend={backend} compiled={compiled} failed: {exc!r}")
+            continue
+        rows.append({"model": name, "attn_backend": backend, "compiled": compiled, "precision": "bf16-mixed",
                      "parameters": sum(p.numel() for p in model.parameters()), **timing})
-        log(f"training step {name} backend={backend}: {timing}")
+        log(f"training step {name} backend={backend} compiled={compiled}: {timing}")
         del model, optimizer
         torch.cuda.empty_cache()
     return rows
@@ -351,9 +360,13 @@ def markdown(report: dict) -> str:
         lines.append("")
     if report.get("training_step"):
         lines += ["## One bf16-mixed training step, Traffic config (B=16, N=862+4)", "",
-                  "| model | backend | median ms | peak extra MiB |", "|---|---|---|---|"]
+                  "| model | backend | compiled | median ms | peak extra MiB |", "|---|---|---|---|---|"]
         for row in report["training_step"]:
-            lines.append(f"| {row['model']} | {row['attn_backend']} | {row['median_ms']:.2f} | {row['peak_extra_mib']:.0f} |")
+            if "error" in row:
+                lines.append(f"| {row['model']} | {row['attn_backend']} | {row.get('compiled')} | failed: {row['error'][:80]} | |")
+                continue
+            lines.append(f"| {row['model']} | {row['attn_backend']} | {row.get('compiled', False)} | {row['median_ms']:.2f} "
+                         f"| {row['peak_extra_mib']:.0f} |")
         lines.append("")
     for row in report.get("profile", []):
         lines += [f"## Profile: {row['backend']}, B={row['B']} N={row['tokens']} D={row['d_model']}, "
@@ -364,6 +377,24 @@ def markdown(report: dict) -> str:
     for section, error in report.get("errors", {}).items():
         lines += [f"Error in {section}: {error.splitlines()[-1] if error else ''}", ""]
     return "\n".join(lines)
+
+
+def write_dispatch(timing: list[dict], gpu: str, iters: int) -> str:
+    """Replace this GPU's bf16 rows of the table attn_backend='auto' follows with this run's core
+    fwd+bwd ratios (other GPUs' rows stay); returns the file written."""
+    from damcha_ts.files import write_atomically
+    from damcha_ts.models.kernels.dispatch import SPEEDS_FILE, parse_speeds
+
+    table = json.loads(SPEEDS_FILE.read_text(encoding="utf-8"))
+    stamp = time.strftime("%Y-%m-%d")
+    rows = [{"device": gpu, "dtype": "bfloat16", "tokens": t["tokens"], "d_model": t["d_model"], "heads": t["heads"],
+             "batch": t["B"], "triton_over_sdpa": t["core"]["ratios"]["triton/sdpa fwd_bwd"],
+             "source": f"check_triton.py {stamp} ({iters} iterations)"} for t in timing if t["dtype"] == "bf16"]
+    table["measured"] = [r for r in table["measured"] if not (r["device"] == gpu and r["dtype"] == "bfloat16")] + rows
+    parse_speeds(table, str(SPEEDS_FILE))  # what the library will read
+    write_atomically(SPEEDS_FILE, json.dumps(table, indent=2) + "\n")
+    log(f"dispatch table: {len(rows)} rows for {gpu} in {SPEEDS_FILE}")
+    return str(SPEEDS_FILE.relative_to(REPO_ROOT))
 
 
 def write_report(report: dict, out_dir: Path | None) -> None:
@@ -381,7 +412,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", type=Path, default=None, help="also copy the results here")
     parser.add_argument("--warmup", type=int, default=3, help="untimed calls before timing (after autotuning)")
-    parser.add_argument("--iters", type=int, default=20, help="timed calls per measurement")
+    parser.add_argument("--iters", type=int, default=100, help="timed calls per measurement")
+    parser.add_argument("--write-dispatch", action="store_true",
+                        help="record this GPU's triton/sdpa timings in damcha_ts/models/kernels/backend_speeds.json, "
+                             "which attn_backend='auto' follows")
     args = parser.parse_args(argv)
 
     import torch
@@ -416,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
                 traffic = report["timing"][0]["core"]["ratios"]["triton/sdpa fwd_bwd"]
                 report["target"].update(ratio=traffic, met=traffic <= TARGET_RATIO)
                 report["autotuned_configs_last_shape"] = autotuned_configs()
+                if args.write_dispatch:
+                    report["dispatch"] = write_dispatch(report["timing"], report["environment"]["gpu"], args.iters)
         except Exception:  # keep going: later sections are still worth measuring
             report["errors"][name] = traceback.format_exc()
             log(f"{name} crashed:\n{report['errors'][name]}")

@@ -7,14 +7,14 @@
 #      beside it (benchmarks/gpu/leaderboard.sh: the Weather cells, issue 5) until the budget ends;
 #   3. after check_triton.py, the GPU-only kernel tests (pytest -m gpu) beside the runners.
 #
-#   bash benchmarks/gpu/session.sh OUT_DIR [BUDGET_SECONDS]     # default budget 560 s
+#   bash benchmarks/gpu/session.sh OUT_DIR [BUDGET_SECONDS]     # default budget 480 s (8 minutes)
 #
 # OUT_DIR receives check_triton.log, leaderboard.log, pytest_gpu.log, triton_gpu.json/md and
 # results.tar.gz (benchmarks/results as the GPU left it: new leaderboard rows, curves, samples).
 # Nothing is lost at the budget: each piece writes as it goes and the leaderboard resumes.
 set -uo pipefail
 out="${1:?usage: session.sh OUT_DIR [BUDGET_SECONDS]}"
-budget="${2:-560}"
+budget="${2:-480}"
 if ! [[ "$budget" =~ ^[0-9]+$ ]] || [ "$budget" -lt 120 ]; then
   echo "session.sh: BUDGET_SECONDS must be a whole number of at least 120, got '$budget'" >&2
   exit 2
@@ -31,7 +31,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
 
 say "check_triton.py"
-timeout --signal=TERM $(( budget - 30 )) python benchmarks/gpu/check_triton.py --out-dir "$out" \
+timeout --signal=TERM $(( budget - 30 )) python benchmarks/gpu/check_triton.py --out-dir "$out" --write-dispatch \
   > "$out/check_triton.log" 2>&1 &
 check=$!
 while kill -0 "$check" 2>/dev/null && ! grep -q -- "--- correctness" "$out/check_triton.log"; do

@@ -18,7 +18,9 @@ Backends (``attn_backend``, DAMCHA only; MHA always uses SDPA, or math for weigh
 ``"math"`` -- explicit matmul, mask, softmax, matmul (the reference; the only path that returns weights);
 ``"sdpa"`` -- q = X_i m_i fed to ``torch.nn.functional.scaled_dot_product_attention`` (damcha.md §4.1);
 ``"triton"`` -- the fused kernel in ``damcha_ts.models.kernels.triton_damcha`` (imported lazily);
-``"auto"`` -- triton on CUDA when the kernel can run the call, else sdpa (math when weights are asked).
+``"auto"`` -- on CUDA, triton where it was measured faster than sdpa for that GPU, dtype and token
+count (``kernels/backend_speeds.json``, written by ``benchmarks/gpu/check_triton.py``) and the kernel can
+run the call, else sdpa; sdpa on CPU (math when weights are asked).
 triton itself is an extra (``pip install 'damcha-ts[gpu]'``): without it "triton" is refused and "auto"
 on CUDA runs sdpa, saying why once.
 """
@@ -247,6 +249,8 @@ def select_backend(
     check_choice("attn_backend", requested, ATTENTION_BACKENDS)
     if requested == "math" or need_weights:
         return "math"
+    if requested == "auto" and x_heads.is_cuda and not _measured_faster(x_heads):
+        return "sdpa"  # auto follows measured speeds: Triton only where it was timed faster (kernels/dispatch.py)
     if requested == "triton" or (requested == "auto" and x_heads.is_cuda):
         kernels, reason = None, None
         if is_causal or head_metrics.dim() == 5:
@@ -271,6 +275,16 @@ def select_backend(
         if missing:
             _say_auto_runs_sdpa_without_triton()
     return "sdpa"
+
+
+def _measured_faster(x_heads: Tensor) -> bool:
+    import torch
+
+    from damcha_ts.models.kernels.dispatch import auto_runs_triton, dtype_name
+
+    # Under autocast the kernel sees the autocast dtype, not the weights' float32.
+    dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else x_heads.dtype
+    return auto_runs_triton(torch.cuda.get_device_name(x_heads.device), dtype_name(dtype), x_heads.shape[-2])
 
 
 INSTALL_TRITON = "pip install 'damcha-ts[gpu]'"

@@ -95,7 +95,10 @@ def test_without_triton_auto_says_once_why_it_runs_sdpa_where_it_would_run_trito
     result = _python("""
         import warnings
         import torch
+        import damcha_ts.models.attention as attention
         from damcha_ts.models.attention import damcha_attention, select_backend
+
+        attention._measured_faster = lambda x_heads: True  # a GPU where triton was timed faster than sdpa
 
         class ReportsCuda(torch.Tensor):
             @property
