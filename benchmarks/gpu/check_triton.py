@@ -225,6 +225,26 @@ def autotuned_configs() -> dict:
             for name in ("forward", "backward_key", "backward_query")}
 
 
+# Host-side calls whose count per step says where a fixed cost comes from (issue 22's "How").
+HOST_CALLS = {"kernel_launches": ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx"),
+              "device_syncs": ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"),
+              "allocations": ("cudaMalloc", "cudaMallocAsync"),
+              "copies": ("cudaMemcpyAsync", "cudaMemcpy")}
+
+
+def host_costs(averages, steps: int) -> dict:
+    """Per fwd+bwd step: kernel launches, device syncs, raw allocations and copies, and the CPU time
+    (ms) outside device work, from a profiler's key averages."""
+    counts = {name: 0.0 for name in HOST_CALLS}
+    for event in averages:
+        for name, calls in HOST_CALLS.items():
+            if event.key in calls:
+                counts[name] += event.count
+    per_step = {name: round(count / steps, 1) for name, count in counts.items()}
+    per_step["cpu_ms"] = round(sum(e.self_cpu_time_total for e in averages) / 1000 / steps, 3)
+    return per_step
+
+
 def profile_backends() -> list[dict]:
     """Where one core fwd+bwd spends its time, host and device, per backend (torch.profiler).
 
@@ -256,9 +276,10 @@ def profile_backends() -> list[dict]:
                 for _ in range(5):
                     step()
                 torch.cuda.synchronize()
-            table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+            averages = prof.key_averages()
+            table = averages.table(sort_by="self_cpu_time_total", row_limit=15)
             rows.append({"B": B, "tokens": T, "d_model": D, "heads": H, "backend": backend, "steps": 5,
-                         "table": table})
+                         "per_step": host_costs(averages, steps=5), "table": table})
             log(f"profile {backend} B={B} T={T}:\n{table}")
     return rows
 
@@ -370,7 +391,8 @@ def markdown(report: dict) -> str:
         lines.append("")
     for row in report.get("profile", []):
         lines += [f"## Profile: {row['backend']}, B={row['B']} N={row['tokens']} D={row['d_model']}, "
-                  f"{row['steps']} core fwd+bwd steps", "", "```", row["table"], "```", ""]
+                  f"{row['steps']} core fwd+bwd steps", "", f"Per step: {row.get('per_step')}", "",
+                  "```", row["table"], "```", ""]
     if report.get("target"):
         t = report["target"]
         lines += [f"Target: {t['description']}: ratio {t.get('ratio')}, met: {t.get('met')}.", ""]
