@@ -19,7 +19,10 @@ described in report order (they run in the order 2, 3, 4, 1, so that the timed o
    N = 862 + 4 tokens, batch 16) with each backend, and of the MHA iTransformer for scale, each
    eager and compiled as ``training.compile`` does on CUDA (CUDA graphs);
 4. profile: torch.profiler tables (host and device time per op) of five core fwd+bwd steps of
-   the triton and sdpa backends at the first and last timing shapes.
+   the triton and sdpa backends at the first and last timing shapes, with kernel launches, device
+   syncs, allocations and copies per step;
+5. traffic_epoch: one training epoch of MHA and DAMCHA (sdpa, triton) at the Traffic config on
+   synthetic data of Traffic's exact shape (17,544 x 862, hourly): seconds and peak memory.
 
 Writes benchmarks/results/triton_gpu.json and triton_gpu.md (and copies them into --out-dir).
 Exit status: 0 when every correctness check passed, 1 when one failed or a section crashed.
@@ -78,8 +81,9 @@ def cuda_median_ms(fn, warmup: int, iters: int) -> dict:
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
     peak_mib = (torch.cuda.max_memory_allocated() - baseline) / 2**20
+    quartiles = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
     return {"median_ms": round(statistics.median(times), 4), "min_ms": round(min(times), 4),
-            "peak_extra_mib": round(peak_mib, 1), "iters": iters}
+            "iqr_ms": round(quartiles[2] - quartiles[0], 4), "peak_extra_mib": round(peak_mib, 1), "iters": iters}
 
 
 def max_relative_error(actual, expected) -> float:
@@ -337,6 +341,62 @@ def time_training_steps(warmup: int, iters: int) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------------------
+# 5. One epoch at Traffic's size
+
+TRAFFIC_ROWS, TRAFFIC_VARIATES = 17_544, 862
+
+
+def traffic_frame(rows: int = TRAFFIC_ROWS, variates: int = TRAFFIC_VARIATES):
+    """Synthetic data of Traffic's exact shape (hourly, 17,544 x 862): daily cycles plus noise, so
+    the epoch does the real work without the real file (which is not redistributed)."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    hours = np.arange(rows)[:, None]
+    values = np.sin(2 * np.pi * (hours / 24 + rng.random(variates))) + 0.1 * rng.standard_normal((rows, variates))
+    frame = pd.DataFrame(values.astype(np.float32), columns=[f"sensor_{i}" for i in range(variates)])
+    frame.insert(0, "date", pd.date_range("2016-07-01", periods=rows, freq="h"))
+    return frame
+
+
+def time_traffic_epochs(out_dir: Path, frame=None, variants=None, accelerator: str = "gpu") -> list[dict]:
+    """One training epoch (no validation) of MHA and DAMCHA (sdpa, triton) at the Traffic config on
+    Traffic-sized data: seconds and peak GPU memory, through the real data pipeline and trainer."""
+    import torch
+
+    from damcha_ts.data import prepare
+    from damcha_ts.training import TrainingConfig
+    from damcha_ts.training.runner import fit_series
+
+    c = TRAFFIC
+    series = prepare(traffic_frame() if frame is None else frame, seq_len=c["seq_len"], pred_len=c["pred_len"])
+    variants = variants or (("itransformer_mha", None), ("itransformer_damcha", "sdpa"),
+                            ("itransformer_damcha", "triton"))
+    rows = []
+    for name, backend in variants:
+        model = {"name": name, **{k: c[k] for k in ("seq_len", "pred_len", "d_model", "n_heads", "e_layers", "d_ff")},
+                 **({"attn_backend": backend} if backend else {})}
+        training = TrainingConfig(max_epochs=1, batch_size=c["batch"], learning_rate=c["learning_rate"], seed=0)
+        if accelerator == "gpu":
+            torch.cuda.reset_peak_memory_stats()
+        started = time.perf_counter()
+        try:
+            fit_series(series, model, training, out_dir / f"traffic_{name}_{backend}", progress=False, validate=False,
+                       trainer_kwargs={"accelerator": accelerator, "devices": 1, "enable_model_summary": False})
+        except Exception as exc:  # noqa: BLE001 - one variant failing must not cost the others
+            rows.append({"model": name, "attn_backend": backend, "error": repr(exc)[:500]})
+            log(f"traffic epoch {name} backend={backend} failed: {exc!r}")
+            continue
+        seconds = time.perf_counter() - started
+        peak = torch.cuda.max_memory_allocated() / 2**30 if accelerator == "gpu" else None
+        rows.append({"model": name, "attn_backend": backend, "train_windows": len(series.windows("train")),
+                     "epoch_seconds": round(seconds, 1), "peak_gib": None if peak is None else round(peak, 2)})
+        log(f"traffic epoch {name} backend={backend}: {rows[-1]}")
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
 # Report
 
 
@@ -388,6 +448,13 @@ def markdown(report: dict) -> str:
                 continue
             lines.append(f"| {row['model']} | {row['attn_backend']} | {row.get('compiled', False)} | {row['median_ms']:.2f} "
                          f"| {row['peak_extra_mib']:.0f} |")
+        lines.append("")
+    if report.get("traffic_epoch"):
+        lines += ["## One training epoch on Traffic-sized data (17,544 x 862, synthetic)", "",
+                  "| model | backend | seconds | peak GiB |", "|---|---|---|---|"]
+        for row in report["traffic_epoch"]:
+            lines.append(f"| {row['model']} | {row['attn_backend']} | {row.get('epoch_seconds', row.get('error'))} "
+                         f"| {row.get('peak_gib', '')} |")
         lines.append("")
     for row in report.get("profile", []):
         lines += [f"## Profile: {row['backend']}, B={row['B']} N={row['tokens']} D={row['d_model']}, "
@@ -461,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     sections = (
         ("timing", lambda: [time_shape(*shape, args.warmup, args.iters) for shape in TIMING_SHAPES]),
         ("training_step", lambda: time_training_steps(args.warmup, max(5, args.iters // 2))),
+        ("traffic_epoch", lambda: time_traffic_epochs(REPO_ROOT / "runs" / "traffic_epoch")),
         ("profile", profile_backends),
         ("correctness", check_correctness),
     )
