@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from damcha_ts.leaderboard.results import CellKey, cell_key, key_fields
-from damcha_ts.workqueue.queue import ERROR_ATTR
+from damcha_ts.workqueue.queue import ERROR_ATTR, INTERRUPTED
 
 STUDY_PREFIX = "leaderboard:"
 CELL_ATTR = "cell"
@@ -110,13 +110,19 @@ class CellStates:
         """A failed cell whose last worker died (no error recorded) with retries left: the storage's
         retry was lost (a worker killed while failing stale trials), so it is queued again here."""
         last = self.failed.get(key)
-        return last is not None and ERROR_ATTR not in last.user_attrs and self.deaths.get(key, 0) <= max_retry
+        return last is not None and _died(last) and self.deaths.get(key, 0) <= max_retry
 
     def state(self, key: CellKey) -> str | None:
         for name in ("done", "running", "waiting", "failed"):
             if key in getattr(self, name):
                 return name
         return None
+
+
+def _died(trial) -> bool:
+    """A trial whose worker died (no error recorded) or was stopped on purpose (its copy may be lost
+    with a second kill): the cell did nothing wrong and may run again."""
+    return trial.user_attrs.get(ERROR_ATTR) in (None, INTERRUPTED)
 
 
 def cell_states(study) -> CellStates:
@@ -132,7 +138,7 @@ def cell_states(study) -> CellStates:
             slot[trial.state].setdefault(key, trial)  # the first one: the lowest trial number
         elif trial.state == TrialState.FAIL:
             states.failed[key] = trial  # the last one: the latest failure
-            if ERROR_ATTR not in trial.user_attrs:
+            if _died(trial):
                 states.deaths[key] = states.deaths.get(key, 0) + 1
     for key in [*states.done, *states.running, *states.waiting]:
         states.failed.pop(key, None)
@@ -201,32 +207,37 @@ def import_rows(storage, rows: Iterable[Mapping], curves: Mapping[CellKey, dict]
     return added
 
 
-def leaderboard_studies(storage) -> list:
+def leaderboard_studies(storage, grids: Iterable[str] | None = None) -> list:
+    """The storage's grid studies (of ``grids``, the CSV's ``grid`` values, when given)."""
     import optuna
 
     names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+    wanted = None if grids is None else {study_name(grid) for grid in grids}
     return [optuna.load_study(study_name=name, storage=storage) for name in sorted(names)
-            if name.startswith(STUDY_PREFIX)]
+            if name.startswith(STUDY_PREFIX) and (wanted is None or name in wanted)]
 
 
-def finished_cells(storage) -> list[tuple[dict, dict | None]]:
-    """(row, curves) of every finished cell of every grid in the storage, in the order they finished."""
+def finished_cells(storage, grids: Iterable[str] | None = None) -> list[tuple[dict, dict | None]]:
+    """(row, curves) of every finished cell of the grids' studies in the storage (every grid's when
+    ``grids`` is None), in the order they finished."""
     finished = []
-    for study in leaderboard_studies(storage):
+    for study in leaderboard_studies(storage, grids):
         finished.extend(cell_states(study).done.values())
     # The row's own timestamp first: imported rows keep the order they finished in, not the import's.
     finished.sort(key=lambda t: (str(t.user_attrs.get(ROW_ATTR, {}).get("timestamp") or ""), t.datetime_complete, t.number))
     return [(dict(t.user_attrs[ROW_ATTR]), t.user_attrs.get(CURVES_ATTR)) for t in finished if ROW_ATTR in t.user_attrs]
 
 
-def export_results(storage, results_path: str | Path) -> int:
+def export_results(storage, results_path: str | Path, grids: Iterable[str]) -> int:
     """Write the results CSV and ``curves.json`` from the storage, atomically: the rows already in the
-    CSV keep their order, the storage's other finished cells follow in the order they finished.
-    Returns how many rows the CSV gained."""
+    CSV keep their order, the finished cells of ``grids`` and of the grids the CSV already holds
+    follow in the order they finished. A storage shared with other results files (a smoke check's,
+    another project's) gives this CSV nothing of their grids. Returns how many rows the CSV gained."""
     from damcha_ts.leaderboard.curves import record_curves
-    from damcha_ts.leaderboard.results import add_results
+    from damcha_ts.leaderboard.results import add_results, read_results
 
-    finished = finished_cells(storage)
+    ours = {*grids, *(row["grid"] for row in read_results(results_path))}
+    finished = finished_cells(storage, ours)
     added = add_results(results_path, [row for row, _ in finished])
     record_curves(results_path, [(row, curves) for row, curves in finished if curves])
     return len(added)

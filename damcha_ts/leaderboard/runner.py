@@ -243,15 +243,16 @@ def run_leaderboard(
         spec = {"grid": str(grid.path), "results": str(results_path), "runs_dir": str(runs_dir), "storage": url,
                 "settings": vars(settings), "keys": [key_text(r.key) for r in runnable], "launch": launch,
                 "budgets": _shares(max_cells, workers), "wait": wait}
-        # Each finished cell is exported as it comes, so a kill of this process loses no row here.
-        progress = Progress(study, runnable, log, announce=workers > 1,
-                            on_finished=lambda: export_results(store, results_path))
+        def export() -> None:  # each finished cell as it comes, so a kill of this process loses no row here
+            summary.exported += export_results(store, results_path, [grid.relative_path])
+
+        progress = Progress(study, runnable, log, announce=workers > 1, on_finished=export)
         try:
             summary.worker_exit_codes = _run_workers(spec, workers, runs_dir / grid.name, progress)
         finally:
             progress.close()
     # Always: rows finished elsewhere reach this CSV too (a run with nothing to run just exports).
-    summary.exported = export_results(store, results_path)
+    summary.exported += export_results(store, results_path, [grid.relative_path])
     _summarise(summary, study, resolved, launch)
     return summary
 
@@ -367,7 +368,11 @@ class Progress:
                 if self.announce:
                     self.log(_cell_line(self.cells[key], trial))
         if finished:
-            self.on_finished()
+            try:
+                self.on_finished()
+            except Exception as exc:  # noqa: BLE001 - the rows are safe in the storage; the end of the run exports again
+                self.log(f"exporting the finished cells failed ({type(exc).__name__}: {exc}); they are kept in the "
+                         "storage and exported at the end of the run")
         if self.bar is not None:
             done = sum(key in states.done for key in self.cells)
             running = sum(key in states.running for key in self.cells)
@@ -398,8 +403,9 @@ def _stored_states(url: str, grid_column: str):
     import optuna
 
     from damcha_ts.leaderboard.queue import CellStates, study_name
+    from damcha_ts.workqueue.storage import sqlite_path
 
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+    if sqlite_path(url) is not None and not sqlite_path(url).is_file():
         return CellStates()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:

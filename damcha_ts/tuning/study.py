@@ -419,6 +419,9 @@ def _open_storage(setup: _StudySetup):
                         max_retry=spec.max_retry)
 
 
+TAKEN_OVER_ATTR = "taken_over_at"  # when a launch took a waiting trial over (seconds since the epoch)
+
+
 def _queue_launch(study, storage, token: int, n_trials: int) -> int:
     """Tag ``n_trials`` waiting trials with the launch's token: first those no launch has (enqueued by
     hand, as Optuna users seed a study) or whose launch is over (the queued copy of a killed
@@ -428,13 +431,18 @@ def _queue_launch(study, storage, token: int, n_trials: int) -> int:
     from damcha_ts.workqueue.queue import StudyQueue
 
     queue = StudyQueue(study, storage)
-    # A launch with a trial running is alive: the copies of its killed workers' trials are its own.
+    # A launch with a trial running is alive, and so is one that took a trial over within the grace
+    # period (its workers may still be starting): the copies of their killed workers' trials are theirs.
     alive = {t.user_attrs.get(LAUNCH_ATTR) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    interval = getattr(storage, "get_heartbeat_interval", lambda: None)() or 60
+    recent = time.time() - 3 * interval  # a grace period's worth, as for a worker's heartbeat
     untaken = [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
                if t.user_attrs.get(LAUNCH_ATTR) is None
-               or ("failed_trial" in t.system_attrs and t.user_attrs[LAUNCH_ATTR] not in alive)][:n_trials]
+               or ("failed_trial" in t.system_attrs and t.user_attrs[LAUNCH_ATTR] not in alive
+                   and t.user_attrs.get(TAKEN_OVER_ATTR, 0) < recent)][:n_trials]
     for trial in untaken:
         queue.storage.set_trial_user_attr(queue.trial_id(trial.number), LAUNCH_ATTR, token)
+        queue.storage.set_trial_user_attr(queue.trial_id(trial.number), TAKEN_OVER_ATTR, time.time())
     for _ in range(n_trials - len(untaken)):
         study.enqueue_trial({}, user_attrs={LAUNCH_ATTR: token})
     return len(untaken)

@@ -94,7 +94,7 @@ def launch_workers(module: str, spec: Mapping, folder: Path, workers: int, *, ta
                 on_tick()
             time.sleep(tick_seconds if on_tick is not None else 0.2)
         codes = [proc.wait() for proc in procs]
-    except KeyboardInterrupt:
+    except BaseException:  # Ctrl+C, SIGTERM, or on_tick failing: no worker goes on unsupervised
         for proc in procs:
             proc.terminate()
         for proc in procs:

@@ -27,6 +27,7 @@ from typing import Any
 WORKER_ATTR = "worker"
 # User attribute of a trial failed by its objective: the traceback (a stale trial has none).
 ERROR_ATTR = "error"
+INTERRUPTED = "interrupted"  # the error of a trial stopped on purpose (a copy of it was queued)
 
 
 def worker_label() -> str:
@@ -102,27 +103,41 @@ class StudyQueue:
         from optuna.trial import TrialState
 
         handle = optuna.Trial(self.study, trial)
-        with Heartbeat(self.storage, trial) as heartbeat:
+        heartbeat = Heartbeat(self.storage, trial)
+        # The heartbeat stops before anything is told: a beat after our own tell would read a
+        # finished trial and take it for one taken away.
+        with heartbeat:
             try:
                 value = work(handle)
+                ended = None
             except UpdateFinishedTrialError as exc:  # the work tried to record something on it
                 raise Superseded(self._superseded_message(trial)) from exc
             except optuna.TrialPruned:
-                told = TrialState.PRUNED
-                self.study.tell(handle, state=told, skip_if_finished=True)
+                ended = TrialState.PRUNED
             except catch:
-                told = TrialState.FAIL
-                self.fail(trial, traceback.format_exc())
+                ended, error = TrialState.FAIL, traceback.format_exc()
             except (KeyboardInterrupt, SystemExit):
-                self.requeue(trial, "interrupted")
+                heartbeat.stop()
+                self.requeue(trial, INTERRUPTED)
                 raise
             except BaseException:
+                heartbeat.stop()
                 self.study.tell(handle, state=TrialState.FAIL, skip_if_finished=True)
                 raise
+        if heartbeat.lost:
+            raise Superseded(self._superseded_message(trial))
+        try:
+            if ended == TrialState.PRUNED:
+                _tell_unless_finished(self.study, handle, state=ended)
+            elif ended == TrialState.FAIL:
+                if not self.fail(trial, error):
+                    raise Superseded(self._superseded_message(trial))
             else:
-                told = self._tell_value(trial, handle, value)
+                ended = self._tell_value(trial, handle, value)
+        except UpdateFinishedTrialError as exc:  # failed as stale between our check and our tell
+            raise Superseded(self._superseded_message(trial)) from exc
         stored = self.storage.get_trial(trial)
-        if heartbeat.lost or stored.state != told:
+        if stored.state != ended:
             raise Superseded(self._superseded_message(trial))
         return stored
 
@@ -131,17 +146,18 @@ class StudyQueue:
         return (f"trial {number} was given to another worker while this one still ran it (no heartbeat for "
                 f"longer than the grace period); this worker's result is dropped")
 
-    def fail(self, trial: int, error: str) -> None:
-        """End a claimed trial FAILED with ``error`` recorded (not retried: it is not stale); nothing
-        happens when it has ended already (failed as stale meanwhile)."""
+    def fail(self, trial: int, error: str) -> bool:
+        """End a claimed trial FAILED with ``error`` recorded (not retried: it is not stale); False,
+        and nothing changed, when it had ended already (failed as stale meanwhile)."""
         from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
 
         try:
             self.storage.set_trial_user_attr(trial, ERROR_ATTR, error)
+            _tell_unless_finished(self.study, self.storage.get_trial(trial).number, state=TrialState.FAIL)
         except UpdateFinishedTrialError:
-            return
-        self.study.tell(self.storage.get_trial(trial).number, state=TrialState.FAIL, skip_if_finished=True)
+            return False
+        return True
 
     @contextlib.contextmanager
     def holding(self, trial: int):
@@ -153,7 +169,7 @@ class StudyQueue:
             yield
         except (KeyboardInterrupt, SystemExit):
             if self.storage.get_trial(trial).state == TrialState.RUNNING:
-                self.requeue(trial, "interrupted")
+                self.requeue(trial, INTERRUPTED)
             raise
 
     def requeue(self, trial: int, why: str) -> None:
@@ -183,12 +199,17 @@ class StudyQueue:
         from optuna.trial import TrialState
 
         if value is None or not math.isfinite(float(value)):
-            self.fail(trial, f"the result is not a finite number ({value!r})")
-            return TrialState.FAIL
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Optuna's own warning for a trial already failed as stale
-            self.study.tell(handle, float(value), skip_if_finished=True)
+            return TrialState.FAIL if self.fail(trial, f"the result is not a finite number ({value!r})") else None
+        _tell_unless_finished(self.study, handle, float(value))
         return TrialState.COMPLETE
+
+
+def _tell_unless_finished(study, trial, *args, **kwargs) -> None:
+    """``study.tell`` that leaves a trial ended meanwhile (failed as stale) as it is; the caller sees
+    that in the stored state."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Optuna warns when it skips a finished trial
+        study.tell(trial, *args, skip_if_finished=True, **kwargs)
 
 
 class Superseded(Exception):
@@ -197,18 +218,24 @@ class Superseded(Exception):
 
 @contextlib.contextmanager
 def _signals_held():
-    """SIGINT and SIGTERM wait until the block is done (main thread only: elsewhere they cannot land)."""
+    """SIGINT and SIGTERM that arrive in the block are raised when it is done. Python runs signal
+    handlers in the main thread whichever thread the signal reaches, so handlers that only note the
+    signal defer it reliably (a thread mask would not: other threads would still take it)."""
     import signal
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    arrived: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.signal(number, lambda signum, frame: arrived.append(signum)) for number in held}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number in dict.fromkeys(arrived):
+            signal.raise_signal(number)
 
 
 class Heartbeat:
@@ -242,7 +269,10 @@ class Heartbeat:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -191,9 +191,10 @@ def _first_line(exc: Exception) -> str:
 # or key (api_key, auth_token, sslkey, a whole libpq "dsn"), whatever the driver.
 _SECRET_KEY = re.compile(r"pass|pwd|secret|token|key|auth|credential|dsn", re.IGNORECASE)
 # SQLAlchemy's own reading of the user-info: the user is [^:/]*, the password runs to the next "@".
-# Greedy up to the last "@" before the query: a password with a "/" or a raw "@" (which SQLAlchemy
-# cuts at the first one, reading the rest as the host) is hidden whole.
-_USERINFO = re.compile(r"^[^:/?#]+://[^:/@]*:(?P<password>[^?#]*)@")
+# Greedy up to the URL's last "@": a password with "/", "?", "#" or a raw "@" (which SQLAlchemy cuts
+# at the first one, reading the rest as the host) is hidden whole. An "@" further on (in the query)
+# hides more than the password, never less.
+_USERINFO = re.compile(r"^[^:/?#]+://[^:/@]*:(?P<password>.*)@")
 
 
 def _secret_spans(url: str) -> list[tuple[int, int]]:

@@ -420,6 +420,12 @@ def test_a_run_with_nothing_to_run_exports_the_cells_finished_elsewhere(tmp_path
     run = run_leaderboard(grid, machine_b, runs_dir=tmp_path / "runs", storage=shared, log=_quiet)
     assert len(fake_cells) == ran_on_a == 4 and run.ran == [] and run.exported == 4
     assert read_results(machine_b) == read_results(machine_a)
+    # A results file of another grid on the same storage gets none of these rows.
+    other = load_grid(_grid_copy(tmp_path, "other", naive=["repeat_last"]))
+    elsewhere = run_leaderboard(other, tmp_path / "c" / "lb.csv", runs_dir=tmp_path / "runs", storage=shared,
+                                only_models=("repeat_last",), log=_quiet)
+    assert {row["grid"] for row in read_results(tmp_path / "c" / "lb.csv")} == {other.relative_path}
+    assert elsewhere.exported == 1
 
 
 def test_a_csv_row_without_a_score_counts_as_done(tmp_path, fake_cells):
@@ -516,7 +522,8 @@ def test_importing_the_committed_csv_is_idempotent_and_exporting_it_loses_no_row
     assert import_committed(storage, copy) == 0  # a second import adds nothing
 
     exported = tmp_path / "exported" / "leaderboard.csv"
-    assert export_results(storage, exported) == len(lines) - 1
+    grids = {row["grid"] for row in read_results(copy)}
+    assert export_results(storage, exported, grids) == len(lines) - 1
     new_lines = exported.read_text().splitlines()
     assert new_lines[0] == lines[0] and Counter(new_lines) == Counter(lines)  # no row lost or doubled
     curves = json.loads((exported.parent / "curves.json").read_text())
@@ -524,7 +531,7 @@ def test_importing_the_committed_csv_is_idempotent_and_exporting_it_loses_no_row
         Counter(json.dumps(c, sort_keys=True) for c in json.loads(original_curves))
 
     # Exporting over the CSV the storage came from adds nothing and rewrites nothing.
-    assert export_results(storage, copy) == 0
+    assert export_results(storage, copy, []) == 0
     assert copy.read_bytes() == original and (copy.parent / "curves.json").read_bytes() == original_curves
 
 

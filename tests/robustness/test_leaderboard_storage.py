@@ -261,6 +261,8 @@ def test_every_credential_form_is_hidden_in_urls_and_driver_errors():
          "postgresql://db/x?client_secret=***&sslkey=***&auth=***"),
         ("postgresql://alice@db:5432/x?sslmode=require", "postgresql://alice@db:5432/x?sslmode=require"),
         ("journal:///studies/a:b@c.log", "journal:///studies/a:b@c.log"),
+        (f"postgresql+psycopg2://alice:{SECRET}?x#y@db/optuna", "postgresql+psycopg2://alice:***@db/optuna"),
+        (f"postgresql+psycopg2://alice:{SECRET}@x@db/optuna", "postgresql+psycopg2://alice:***@db/optuna"),
     ):
         assert display_url(url) == shown
     # libpq echoes the part of a DSN value it cannot parse: that word is hidden too.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import lightning as L
 import pytest
-import torch
 
 from damcha_ts.training import run_experiment
 

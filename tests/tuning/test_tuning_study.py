@@ -481,3 +481,5 @@ def test_a_launch_takes_over_only_what_no_live_launch_holds(tmp_path):
     assert _queue_launch(study, storage, 333, n_trials=4) == 2
     owner = {t.number: t.user_attrs.get("launch_token") for t in study.get_trials(states=(TrialState.WAITING,))}
     assert owner == {0: 333, 2: 111, 3: 333, 4: 333, 5: 333}
+    # A launch started at the same moment does not take back what 333 just took over.
+    assert _queue_launch(study, storage, 444, n_trials=1) == 0

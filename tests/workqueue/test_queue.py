@@ -153,3 +153,53 @@ def test_a_worker_taken_for_dead_drops_its_result(tmp_path, records_on_the_trial
         queue.run(trial, taken_away_meanwhile)
     stored = queue.storage.get_trial(trial)
     assert stored.state == TrialState.FAIL and stored.value is None and "row" not in stored.user_attrs
+
+
+def test_a_slow_database_never_makes_a_healthy_run_look_taken_away(tmp_path, monkeypatch):
+    """The heartbeat stops before the result is told: a beat landing after our own tell would read a
+    finished trial and take it for one given to another worker."""
+    queue = _queue(f"sqlite:///{tmp_path / 'queue.db'}", heartbeat=1, grace=3)
+    trial = _claimed(queue, cell="a")
+    tell = queue.study.tell
+
+    def slow_tell(*args, **kwargs):
+        tell(*args, **kwargs)
+        time.sleep(1.5)  # the database answers slowly: a beat would fall in here
+
+    monkeypatch.setattr(queue.study, "tell", slow_tell)
+    done = queue.run(trial, lambda handle: 0.5)
+    assert (done.state, done.value) == (TrialState.COMPLETE, 0.5)
+
+
+def test_a_second_stop_while_the_work_is_put_back_waits_until_it_is_queued(tmp_path, monkeypatch):
+    """Ctrl+C, then the launcher's SIGTERM: the copy is queued before the second one takes effect,
+    even with other threads alive (a thread mask would let one of them take the signal)."""
+    import os
+    import signal
+    import threading
+
+    queue = _queue(f"sqlite:///{tmp_path / 'queue.db'}")
+    trial = _claimed(queue, cell="a")
+    add_trial = queue.study.add_trial
+
+    def add_trial_under_a_second_signal(frozen):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # the handler would run here
+        add_trial(frozen)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(queue.study, "add_trial", add_trial_under_a_second_signal)
+    busy = threading.Event()
+    other = threading.Thread(target=busy.wait, daemon=True)
+    other.start()
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            queue.requeue(trial, "interrupted")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        busy.set()
+    (copy,) = queue.study.get_trials(states=(TrialState.WAITING,))
+    assert copy.user_attrs["cell"] == "a" and queue.storage.get_trial(trial).state == TrialState.FAIL
