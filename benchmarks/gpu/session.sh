@@ -27,6 +27,15 @@ started=$(date +%s)
 left() { echo $(( started + budget - $(date +%s) )); }
 say() { echo "[session.sh +$(( $(date +%s) - started ))s] $*"; }
 
+# The leaderboard queues its cells in an Optuna storage; the GPU machine has no optuna, so it comes
+# from wheels carried with the checkout (see benchmarks/gpu/README.md for how to fetch them).
+if ! python -c "import optuna" 2>/dev/null; then
+  if ls benchmarks/gpu/wheels/optuna-*.whl >/dev/null 2>&1; then
+    pip install -q --no-index --find-links benchmarks/gpu/wheels optuna || say "optuna did not install from benchmarks/gpu/wheels"
+  else
+    say "no optuna and no benchmarks/gpu/wheels: the leaderboard part will fail (check_triton.py needs neither)"
+  fi
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
 
