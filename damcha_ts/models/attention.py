@@ -73,6 +73,8 @@ class DamchaOptions:
         reference does (§1.3, §8.2 item 8).
     generator_init: "default" (the reference's PyTorch Linear init of the last layer) or "identity"
         (an ablation: zero weight, bias M = I, so every head metric starts at the identity).
+    metric_gate: m_i(x) = m0_i + g_i * Delta_i(x), a static metric (identity at init) plus the
+        generator's metrics scaled by one learnable gate per head, 0 at init (``GatedMetric``).
     attn_backend: "auto" | "math" | "sdpa" | "triton" (see the module docstring).
     """
 
@@ -83,6 +85,7 @@ class DamchaOptions:
     # Added after the first leaderboard runs (run-config schema 2: left out of a config at their default).
     generator_dropout: float | None = field(default=None, metadata={"since": 2})
     generator_init: str = field(default="default", metadata={"since": 2})
+    metric_gate: bool = field(default=False, metadata={"since": 2})
     attn_backend: str = "auto"
 
     def __post_init__(self) -> None:
@@ -99,7 +102,10 @@ class DamchaOptions:
         check_choice("parameterization", self.parameterization, PARAMETERIZATIONS)
         check_choice("generator_init", self.generator_init, GENERATOR_INITS)
         check_choice("attn_backend", self.attn_backend, ATTENTION_BACKENDS)
-        check_bools(self, ("share_generator", "static_metric"))
+        check_bools(self, ("share_generator", "static_metric", "metric_gate"))
+        if self.static_metric and self.metric_gate:
+            raise ConfigError("static_metric=True and metric_gate=True exclude each other: the gated metric "
+                              "already holds a static metric, with an input-adaptive part on top")
         if self.generator_dropout is not None:
             check_dropout(self.generator_dropout, "generator_dropout")
 
@@ -449,4 +455,5 @@ def build_metric_generator(d_model: int, config: AttentionConfig) -> MetricGener
         parameterization=config.parameterization,
         static_metric=config.static_metric,
         init=config.generator_init,
+        metric_gate=config.metric_gate,
     )

@@ -6,6 +6,9 @@ Two sources share one interface, ``source(tokens, key_padding_mask, is_causal) -
   produces the per-head metrics m_i = sum_j M_ij (RowSum, paper Eq. 4) directly. The D x D metric M is
   never formed on the training path (the "fused RowSum" of damcha.md §2).
 - :class:`StaticMetric` -- the static-metric ablation: one trainable M0, initialised to the identity.
+- :class:`GatedMetric` -- the static metric plus a gated input-adaptive part (issue 23's first
+  candidate): m_i(x) = m0_i + g_i * Delta_i(x), with the gate g_i of head i starting at 0, so training
+  starts from the static metric and the data-adaptive part grows only as far as it helps.
 
 Both come in two parameterisations of the same function (damcha.md §10):
 
@@ -236,6 +239,52 @@ class StaticMetric(nn.Module):
         return self.metric
 
 
+class GatedMetric(nn.Module):
+    """m_i(x) = m0_i + g_i * Delta_i(x): a :class:`StaticMetric` m0 (identity at init), a
+    :class:`MetricGenerator` Delta (the reference's init) and one learnable gate per head, 0 at init.
+
+    With every gate at 0 it computes exactly the static metric, for every input; the gates get a
+    gradient from the first step (Delta is not zero), the generator only once they move.
+    """
+
+    def __init__(self, static: StaticMetric, adaptive: MetricGenerator) -> None:
+        super().__init__()
+        self.static, self.adaptive = static, adaptive
+        self.d_model, self.n_heads, self.head_dim = static.d_model, static.n_heads, static.head_dim
+        self.parameterization = static.parameterization
+        self.gate = nn.Parameter(torch.zeros(static.n_heads))
+
+    def tied_parameters(self) -> list[nn.Parameter]:
+        return [*self.static.tied_parameters(), *self.adaptive.tied_parameters()]
+
+    def _gated(self, adaptive: Tensor) -> Tensor:
+        """head metrics [..., H, dh, dh] of the adaptive part -> m0 + g * them."""
+        return self.static() + self.gate[:, None, None] * adaptive
+
+    def forward(
+        self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
+    ) -> Tensor:
+        """tokens [B, T, D] -> head metrics [B, H, dh, dh] (causal: [B, T, H, dh, dh])."""
+        return self._gated(self.adaptive(tokens, key_padding_mask, is_causal))
+
+    def with_full_metric(
+        self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """(head metrics, M0 + G M(x) [B, D, D] or None unless ``"full"``); G scales block-row i by g_i."""
+        adaptive, metric = self.adaptive.with_full_metric(tokens, key_padding_mask, is_causal)
+        if metric is None:
+            return self._gated(adaptive), None
+        rows = self.gate.repeat_interleave(self.head_dim)[:, None]  # [D, 1]: g_i on every row of block-row i
+        return self._gated(adaptive), self.static.metric + rows * metric
+
+    def full_metric(
+        self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
+    ) -> Tensor:
+        if self.parameterization != "full":
+            raise ConfigError("the full gated metric needs parameterization='full'")
+        return self.with_full_metric(tokens, key_padding_mask, is_causal)[1]
+
+
 def make_metric_generator(
     d_model: int,
     n_heads: int,
@@ -245,9 +294,13 @@ def make_metric_generator(
     parameterization: str,
     static_metric: bool,
     init: str = "default",
-) -> MetricGenerator | StaticMetric:
-    """The metric source an AttentionConfig asks for (data-adaptive, or the static ablation, which
-    always starts at the identity)."""
+    metric_gate: bool = False,
+) -> MetricGenerator | StaticMetric | GatedMetric:
+    """The metric source an AttentionConfig asks for: data-adaptive, the static ablation (which
+    always starts at the identity), or the static metric with a gated adaptive part."""
     if static_metric:
         return StaticMetric(d_model, n_heads, parameterization)
-    return MetricGenerator(d_model, n_heads, hidden, dropout, parameterization, init)
+    adaptive = MetricGenerator(d_model, n_heads, hidden, dropout, parameterization, init)
+    if metric_gate:
+        return GatedMetric(StaticMetric(d_model, n_heads, parameterization), adaptive)
+    return adaptive

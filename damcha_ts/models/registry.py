@@ -89,6 +89,9 @@ VARIANTS = {
         # four ETT datasets (configs/leaderboard/ablations.yaml, ablations_ettm.yaml).
         ModelVariant("itransformer_damcha_static", "itransformer_damcha", {"static_metric": True},
                      "DAMCHA-iTransformer with the static (input-independent) metric"),
+        # Issue 23's first candidate, not yet run on the leaderboard: off by default.
+        ModelVariant("itransformer_damcha_gated", "itransformer_damcha", {"metric_gate": True},
+                     "DAMCHA-iTransformer with a static metric plus a gated input-adaptive part (gate 0 at init)"),
     )
 }
 VARIANT_NAMES = tuple(VARIANTS)
