@@ -409,6 +409,12 @@ def environment() -> dict:
             "float32_matmul_precision": torch.get_float32_matmul_precision()}
 
 
+def _table(title: str, header: list[str], rows: list[list]) -> list[str]:
+    """A Markdown section: its title, then a table (one list of cells per row)."""
+    return [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(str(cell) for cell in row) + " |" for row in rows), ""]
+
+
 def markdown(report: dict) -> str:
     lines = ["# Triton DAMCHA kernel: GPU check", "",
              f"Status: {report['status']}. {report['environment'].get('gpu', '')}, torch "
@@ -440,22 +446,16 @@ def markdown(report: dict) -> str:
                 lines.append(f"- {level}, B={shape['B']} N={shape['tokens']} D={shape['d_model']}: {ratios}")
         lines.append("")
     if report.get("training_step"):
-        lines += ["## One bf16-mixed training step, Traffic config (B=16, N=862+4)", "",
-                  "| model | backend | compiled | median ms | peak extra MiB |", "|---|---|---|---|---|"]
-        for row in report["training_step"]:
-            if "error" in row:
-                lines.append(f"| {row['model']} | {row['attn_backend']} | {row.get('compiled')} | failed: {row['error'][:80]} | |")
-                continue
-            lines.append(f"| {row['model']} | {row['attn_backend']} | {row.get('compiled', False)} | {row['median_ms']:.2f} "
-                         f"| {row['peak_extra_mib']:.0f} |")
-        lines.append("")
+        lines += _table("One bf16-mixed training step, Traffic config (B=16, N=862+4)",
+                        ["model", "backend", "compiled", "median ms", "peak extra MiB"],
+                        [[row["model"], row["attn_backend"], row.get("compiled", False),
+                          f"failed: {row['error'][:80]}" if "error" in row else f"{row['median_ms']:.2f}",
+                          "" if "error" in row else f"{row['peak_extra_mib']:.0f}"] for row in report["training_step"]])
     if report.get("traffic_epoch"):
-        lines += ["## One training epoch on Traffic-sized data (17,544 x 862, synthetic)", "",
-                  "| model | backend | seconds | peak GiB |", "|---|---|---|---|"]
-        for row in report["traffic_epoch"]:
-            lines.append(f"| {row['model']} | {row['attn_backend']} | {row.get('epoch_seconds', row.get('error'))} "
-                         f"| {row.get('peak_gib', '')} |")
-        lines.append("")
+        lines += _table("One training epoch on Traffic-sized data (17,544 x 862, synthetic)",
+                        ["model", "backend", "seconds", "peak GiB"],
+                        [[row["model"], row["attn_backend"], row.get("epoch_seconds", row.get("error")),
+                          row.get("peak_gib", "")] for row in report["traffic_epoch"]])
     for row in report.get("profile", []):
         lines += [f"## Profile: {row['backend']}, B={row['B']} N={row['tokens']} D={row['d_model']}, "
                   f"{row['steps']} core fwd+bwd steps", "", f"Per step: {row.get('per_step')}", "",
