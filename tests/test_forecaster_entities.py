@@ -262,7 +262,6 @@ def test_backtest_and_cross_validation_run_per_entity_from_its_own_end(fitted):
 
 
 def test_plot_draws_one_entity(fitted, tmp_path):
-    pytest.importorskip("matplotlib")
     path = tmp_path / "b.png"
     fitted.plot(entity="b", future=future_of(stores()), path=path)
     assert path.stat().st_size > 0

@@ -305,22 +305,15 @@ def _run_workers(spec: dict, workers: int, folder: Path, progress: Progress) -> 
     """One worker in this process (with every core, unless OMP_NUM_THREADS says otherwise), or
     ``workers`` processes; returns the processes' exit codes."""
     from damcha_ts.leaderboard.worker import serve_cells
+    from damcha_ts.workqueue.launcher import run_workers
 
-    if workers == 1:
+    if workers == 1 and not os.environ.get("OMP_NUM_THREADS"):
         import torch
 
-        if not os.environ.get("OMP_NUM_THREADS"):
-            torch.set_num_threads(os.cpu_count() or 1)
-        from damcha_ts.workqueue.launcher import sigterm_interrupts
-
-        with sigterm_interrupts():  # `timeout`, kill, a batch scheduler: the cell goes back to the queue
-            serve_cells(spec, 0, on_cell=progress.update)
-        return []
-    from damcha_ts.workqueue.launcher import launch_workers
-
-    return launch_workers("damcha_ts.leaderboard.worker", spec, folder / "workers", workers,
-                          tag=f"{os.getpid()}_{spec['launch'] % 100000:05d}", log=progress.log,
-                          on_tick=progress.update)
+        torch.set_num_threads(os.cpu_count() or 1)
+    return run_workers("damcha_ts.leaderboard.worker", lambda s, i: serve_cells(s, i, on_cell=progress.update), spec,
+                       folder / "workers", workers, tag=f"{os.getpid()}_{spec['launch'] % 100000:05d}",
+                       log=progress.log, on_tick=progress.update)
 
 
 def _failure(item: ResolvedCell, trial) -> dict:

@@ -176,14 +176,6 @@ def _replace_failed(study, trial, token: int, n_trials: int) -> None:
         study.enqueue_trial({}, user_attrs={LAUNCH_ATTR: token})
 
 
-def _spawn_workers(spec: dict, out_dir: Path, workers: int) -> list[int]:
-    """Start ``workers`` trial workers on ``spec`` (:func:`damcha_ts.workqueue.launcher.launch_workers`) and wait for them."""
-    from damcha_ts.workqueue.launcher import launch_workers
-
-    return launch_workers("damcha_ts.tuning.worker", spec, out_dir / WORKERS_DIR, workers,
-                          tag=f"{spec['launch']:05d}_{os.getpid()}", log=log)
-
-
 def evaluate_config(
     config: Mapping, out_dir: Path, *, trainer_kwargs: Mapping | None, progress: bool = False
 ) -> dict:
@@ -428,13 +420,13 @@ def _queue_launch(study, storage, token: int, n_trials: int) -> int:
     worker's trial), then new empty ones the sampler fills. Returns how many were there before."""
     from optuna.trial import TrialState
 
-    from damcha_ts.workqueue.queue import StudyQueue
+    from damcha_ts.workqueue.queue import StudyQueue, heartbeat_interval
 
     queue = StudyQueue(study, storage)
     # A launch with a trial running is alive, and so is one that took a trial over within the grace
     # period (its workers may still be starting): the copies of their killed workers' trials are theirs.
     alive = {t.user_attrs.get(LAUNCH_ATTR) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
-    interval = getattr(storage, "get_heartbeat_interval", lambda: None)() or 60
+    interval = heartbeat_interval(storage) or 60
     recent = time.time() - 3 * interval  # a grace period's worth, as for a worker's heartbeat
     untaken = [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
                if t.user_attrs.get(LAUNCH_ATTR) is None
@@ -464,13 +456,10 @@ def _run_trials(worker_spec: dict, out_dir: Path, workers: int) -> list[int]:
     started = time.perf_counter()
     exit_codes: list[int] = []
     if worker_spec["n_trials"] > 0:
-        if workers == 1:
-            from damcha_ts.workqueue.launcher import sigterm_interrupts
+        from damcha_ts.workqueue.launcher import run_workers
 
-            with sigterm_interrupts():  # `timeout`, kill, a batch scheduler: the trial goes back to the queue
-                run_worker(worker_spec, 0)
-        else:
-            exit_codes = _spawn_workers(worker_spec, out_dir, workers)
+        exit_codes = run_workers("damcha_ts.tuning.worker", run_worker, worker_spec, out_dir / WORKERS_DIR, workers,
+                                 tag=f"{worker_spec['launch']:05d}_{os.getpid()}", log=log)
     log(f"trials done in {time.perf_counter() - started:.1f} s")
     return exit_codes
 

@@ -114,6 +114,18 @@ def launch_workers(module: str, spec: Mapping, folder: Path, workers: int, *, ta
     return codes
 
 
+def run_workers(module: str, serve: Callable[[Mapping, int], object], spec: Mapping, folder: Path, workers: int, *,
+                tag: str, log: Callable[[str], None] = print, on_tick: Callable[[], None] | None = None) -> list[int]:
+    """One worker runs here, ``serve(spec, 0)``, with SIGTERM turned into KeyboardInterrupt (so its
+    work goes back to the queue); more run as ``python -m module`` processes (:func:`launch_workers`).
+    Returns the processes' exit codes (none for a worker run here)."""
+    if workers == 1:
+        with sigterm_interrupts():
+            serve(spec, 0)
+        return []
+    return launch_workers(module, spec, folder, workers, tag=tag, log=log, on_tick=on_tick)
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 

@@ -36,6 +36,12 @@ def worker_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def heartbeat_interval(storage) -> int | None:
+    """Seconds between a worker's heartbeats, or None for a storage without them (journal files)."""
+    get_interval = getattr(storage, "get_heartbeat_interval", None)
+    return get_interval() if get_interval is not None else None
+
+
 def new_launch_token() -> int:
     """A random token per launch (a run of workers), recorded on the work it runs. Random, not derived
     from the trial count: machines joining a shared study together see the same count, so a
@@ -72,7 +78,7 @@ class StudyQueue:
                 if self.storage.set_trial_state_values(trial, state=TrialState.RUNNING):
                     # A first beat at once: a worker killed before its Heartbeat starts still leaves
                     # a trial that turns stale, not one RUNNING for ever.
-                    if getattr(self.storage, "get_heartbeat_interval", lambda: None)() is not None:
+                    if heartbeat_interval(self.storage) is not None:
                         self.storage.record_heartbeat(trial)
                     self.storage.set_trial_user_attr(trial, WORKER_ATTR, worker_label())
                     return trial
@@ -244,8 +250,7 @@ class Heartbeat:
 
     def __init__(self, storage, trial: int) -> None:
         self.storage, self.trial = storage, trial
-        get_interval = getattr(storage, "get_heartbeat_interval", None)
-        self.interval = get_interval() if get_interval is not None else None
+        self.interval = heartbeat_interval(storage)
         self._stop = threading.Event()
         self._thread = None
         self.lost = False

@@ -1,4 +1,5 @@
-"""The inputs issue 20 added: interval levels, split tail sizes and a saved model's calibration.
+"""The inputs issue 20 added: interval levels, split tail sizes and a saved model's calibration; and
+the training.compile / model.metric_gate switches.
 
 Matrix rows: ``damcha-ts predict / evaluate --level``, ``damcha-ts fit --val-size / --test-size`` and a
 copy of a finished run whose ``model/calibration.npz`` is missing, empty, not an archive or replaced
@@ -52,6 +53,14 @@ CASES = [
     Case("negative validation size", fit_case("--val-size", "-5"), 2,
          "data.val_size must be a number of rows (an integer >= 0) or a fraction of the rows in (0, 1), got -5", _no_run),
     Case("test size over one but not whole", fit_case("--test-size", "2.5"), 2, "data.test_size must be a number of rows", _no_run),
+    # The switches this session added (issues 22 and 23): a word that is not a bool is named.
+    Case("compile not a bool", fit_case("--set", "training.compile=maybe"), 2,
+         "training.compile='maybe' is not a valid bool", _no_run),
+    Case("metric gate not a bool", fit_case("--model", "itransformer_damcha", "--set", "model.metric_gate=often"), 2,
+         "metric_gate='often'; expected True or False", _no_run),
+    Case("metric gate beside the static metric", fit_case("--model", "itransformer_damcha", "--set", "model.metric_gate=true",
+                                                          "--set", "model.static_metric=true"), 2,
+         "static_metric=True and metric_gate=True exclude each other", _no_run),
     Case("tails larger than the data", fit_case("--val-size", "1000"), 2,
          "1000 validation and 80 test rows leave 0 of the 400 rows for training", _no_run),
     Case("validation size not a number", fit_case("--val-size", "ten"), 2, "argument --val-size: invalid float value", _no_run),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 
 def _study(with_trials: bool):
     import optuna
@@ -31,7 +29,6 @@ def _write(tmp_path, with_trials: bool) -> str:
     from damcha_ts.tuning.space import SearchSpec
     from damcha_ts.tuning.study import StudyResult
 
-    pytest.importorskip("matplotlib")
     study = _study(with_trials)
     best = study.best_trial if with_trials else None
     spec = SearchSpec(source="s.yaml", params=(), study_name="s", pruner_arguments={"n_startup_trials": 2},
