@@ -227,10 +227,11 @@ class QuantileForecastModel(nn.Module):
         return quantile_forecast[:, median_index(self.quantiles)]
 
     def parameter_groups(
-        self, learning_rate: float, weight_decay: float = 0.0, compact_lr_scale: float | None = None
+        self, learning_rate: float, weight_decay: float = 0.0, compact_lr_scale: float | None = None,
+        gate_lr_scale: float | None = None,
     ) -> list[dict]:
         """The point model's optimiser groups (keeps DAMCHA's compact-generator lr/wd scaling)."""
-        return self.point_model.parameter_groups(learning_rate, weight_decay, compact_lr_scale)
+        return self.point_model.parameter_groups(learning_rate, weight_decay, compact_lr_scale, gate_lr_scale)
 
 
 def build_quantile_model(config: Mapping, quantiles: Sequence[float]) -> QuantileForecastModel:

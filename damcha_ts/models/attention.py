@@ -75,6 +75,10 @@ class DamchaOptions:
         (an ablation: zero weight, bias M = I, so every head metric starts at the identity).
     metric_gate: m_i(x) = m0_i + g_i * Delta_i(x), a static metric (identity at init) plus the
         generator's metrics scaled by one learnable gate per head, 0 at init (``GatedMetric``).
+    metric_delta_norm: with ``metric_gate``, rescale Delta_i(x) to the identity's Frobenius norm, so
+        |g_i| is the adaptive part's size relative to the initial metric.
+    metric_rank: rank r of the generator's per-head metrics, U_i(x) V_i^T (compact only; null = full,
+        dh = d_model / n_heads); the generator's last layer shrinks by dh / r.
     attn_backend: "auto" | "math" | "sdpa" | "triton" (see the module docstring).
     """
 
@@ -86,6 +90,8 @@ class DamchaOptions:
     generator_dropout: float | None = field(default=None, metadata={"since": 2})
     generator_init: str = field(default="default", metadata={"since": 2})
     metric_gate: bool = field(default=False, metadata={"since": 2})
+    metric_delta_norm: bool = field(default=False, metadata={"since": 2})
+    metric_rank: int | None = field(default=None, metadata={"since": 2})
     attn_backend: str = "auto"
 
     def __post_init__(self) -> None:
@@ -102,10 +108,18 @@ class DamchaOptions:
         check_choice("parameterization", self.parameterization, PARAMETERIZATIONS)
         check_choice("generator_init", self.generator_init, GENERATOR_INITS)
         check_choice("attn_backend", self.attn_backend, ATTENTION_BACKENDS)
-        check_bools(self, ("share_generator", "static_metric", "metric_gate"))
+        check_bools(self, ("share_generator", "static_metric", "metric_gate", "metric_delta_norm"))
         if self.static_metric and self.metric_gate:
             raise ConfigError("static_metric=True and metric_gate=True exclude each other: the gated metric "
                               "already holds a static metric, with an input-adaptive part on top")
+        if self.metric_delta_norm and not self.metric_gate:
+            raise ConfigError("metric_delta_norm=True needs metric_gate=True: it sets the size of the gated "
+                              "adaptive part relative to the static metric")
+        if self.metric_rank is not None and (isinstance(self.metric_rank, bool) or not isinstance(self.metric_rank, int)
+                                             or self.metric_rank < 1):
+            raise ConfigError(f"metric_rank={self.metric_rank!r}; expected null (full rank) or an integer >= 1")
+        if self.metric_rank is not None and self.static_metric:
+            raise ConfigError("metric_rank is the generator's rank; static_metric=True has no generator")
         if self.generator_dropout is not None:
             check_dropout(self.generator_dropout, "generator_dropout")
 
@@ -456,4 +470,6 @@ def build_metric_generator(d_model: int, config: AttentionConfig) -> MetricGener
         static_metric=config.static_metric,
         init=config.generator_init,
         metric_gate=config.metric_gate,
+        rank=config.metric_rank,
+        delta_norm=config.metric_delta_norm,
     )

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.models.attention import AttentionConfig, AttentionRecord, DamchaOptions
-from damcha_ts.models.metric_generator import MetricGenerator, StaticMetric
+from damcha_ts.models.metric_generator import GatedMetric, MetricGenerator, StaticMetric
 from damcha_ts.models.validation import check_counts, check_dropout, check_heads, check_positive_ints
 
 
@@ -136,7 +136,8 @@ class ForecastModel(nn.Module):
         return self._forecast(x, x_mark, need_weights=True, covariates=covariates)[1]
 
     def parameter_groups(
-        self, learning_rate: float, weight_decay: float = 0.0, compact_lr_scale: float | None = None
+        self, learning_rate: float, weight_decay: float = 0.0, compact_lr_scale: float | None = None,
+        gate_lr_scale: float | None = None,
     ) -> list[dict]:
         """torch.optim parameter groups: ``{"params", "lr", "weight_decay", "name", "tied_copies"}``.
 
@@ -149,6 +150,10 @@ class ForecastModel(nn.Module):
 
         ``compact_lr_scale`` replaces the factor H (learning rate x scale, weight decay / scale): an
         ablation of that multiplier, no longer equivalent to the full model unless it equals H.
+
+        ``gate_lr_scale`` trains the gates of a gated metric (``metric_gate``) at learning rate x scale:
+        Adam moves a parameter by about its rate per step, so under the halving schedule a gate at the
+        base rate stays within a few hundredths of 0, i.e. the model stays the static metric.
         """
         tied_scale: dict[int, float] = {}
         tied_copies: dict[int, int] = {}
@@ -165,16 +170,28 @@ class ForecastModel(nn.Module):
                 )
             if not compact_lr_scale > 0:
                 raise ConfigError(f"compact_lr_scale={compact_lr_scale}; expected a number > 0")
+        gates = {id(m.gate) for m in self.modules() if isinstance(m, GatedMetric)}
+        if gate_lr_scale is not None:
+            if not gates:
+                raise ConfigError(f"gate_lr_scale={gate_lr_scale} needs a DAMCHA model with metric_gate=True; "
+                                  "this model has no gates")
+            if not gate_lr_scale > 0:
+                raise ConfigError(f"gate_lr_scale={gate_lr_scale}; expected a number > 0")
+            tied_scale.update({gate: gate_lr_scale for gate in gates})
         groups: dict[str, dict] = {}
         for param in self.parameters():
             if not param.requires_grad:
                 continue
             scale = tied_scale.get(id(param))
-            name = "default" if scale is None else f"damcha_compact_x{scale:g}"
+            if id(param) in gates and scale is not None:  # a faster rate only, the decay as set
+                name, decay = f"metric_gate_x{scale:g}", weight_decay
+            else:
+                name = "default" if scale is None else f"damcha_compact_x{scale:g}"
+                decay = weight_decay / (1 if scale is None else scale)
             scale = 1 if scale is None else scale
             group = groups.setdefault(
                 name,
-                {"params": [], "lr": learning_rate * scale, "weight_decay": weight_decay / scale,
+                {"params": [], "lr": learning_rate * scale, "weight_decay": decay,
                  "name": name, "tied_copies": tied_copies.get(id(param), 1)},
             )
             group["params"].append(param)

@@ -6,9 +6,11 @@ Two sources share one interface, ``source(tokens, key_padding_mask, is_causal) -
   produces the per-head metrics m_i = sum_j M_ij (RowSum, paper Eq. 4) directly. The D x D metric M is
   never formed on the training path (the "fused RowSum" of damcha.md §2).
 - :class:`StaticMetric` -- the static-metric ablation: one trainable M0, initialised to the identity.
-- :class:`GatedMetric` -- the static metric plus a gated input-adaptive part (issue 23's first
-  candidate): m_i(x) = m0_i + g_i * Delta_i(x), with the gate g_i of head i starting at 0, so training
-  starts from the static metric and the data-adaptive part grows only as far as it helps.
+- :class:`GatedMetric` -- the static metric plus a gated input-adaptive part (issue 23):
+  m_i(x) = m0_i + g_i * Delta_i(x), with the gate g_i of head i starting at 0, so training starts from
+  the static metric and the data-adaptive part grows only as far as it helps. Optionally Delta_i is
+  rescaled to the Frobenius norm of the identity (``delta_norm``), so |g_i| is the adaptive part's size
+  relative to the initial metric, and the generator may emit a rank-r Delta_i = U_i(x) V_i^T (``rank``).
 
 Both come in two parameterisations of the same function (damcha.md §10):
 
@@ -62,6 +64,11 @@ class MetricGenerator(nn.Module):
     context [..., D] -> hidden MLP (Linear, GELU, Dropout per width) -> h [..., w]
     -> head metrics W_red h + b_red, viewed as [..., H, dh, dh].
 
+    ``rank=r < dh`` (compact only) makes the metrics low-rank: the last layer emits U_i(x) [dh, r] per
+    head and the metric is U_i(x) V_i^T with a learned basis V_i [dh, r] (the first r columns of the
+    identity at init). The last layer shrinks by dh / r (the bulk of DAMCHA's extra parameters); with
+    r = dh and V = I it is exactly the full-rank generator, from the same seed.
+
     With ``"full"`` the stored last layer is the reference [D*D, w] weight; each call reduces it over the
     H block-columns (W_red = sum_j W[(i,p,j,q)], a [D*dh, w] tensor), which gives the same metrics and
     the same gradients as forming M and summing its blocks. With ``"compact"`` W_red and b_red are the
@@ -76,6 +83,7 @@ class MetricGenerator(nn.Module):
         dropout: float = 0.1,
         parameterization: str = "compact",
         init: str = "default",
+        rank: int | None = None,
     ) -> None:
         super().__init__()
         check_choice("parameterization", parameterization, PARAMETERIZATIONS)
@@ -83,6 +91,7 @@ class MetricGenerator(nn.Module):
         self.head_dim = check_heads(d_model, n_heads)
         self.d_model, self.n_heads, self.parameterization = d_model, n_heads, parameterization
         self.init = init
+        self.rank = check_rank(rank, self.head_dim, parameterization, init)
         layers: list[nn.Module] = []
         width = d_model
         for hidden_width in hidden:
@@ -93,9 +102,11 @@ class MetricGenerator(nn.Module):
         if parameterization == "full":
             self.output_weight = nn.Parameter(torch.empty(d_model * d_model, width))
             self.output_bias = nn.Parameter(torch.empty(d_model * d_model))
-        else:
-            self.reduced_weight = nn.Parameter(torch.empty(d_model * self.head_dim, width))
-            self.reduced_bias = nn.Parameter(torch.empty(d_model * self.head_dim))
+        else:  # rows (head i, row p, column q < rank)
+            self.reduced_weight = nn.Parameter(torch.empty(d_model * self.rank, width))
+            self.reduced_bias = nn.Parameter(torch.empty(d_model * self.rank))
+        if self.rank < self.head_dim:
+            self.rank_basis = nn.Parameter(torch.eye(self.head_dim)[:, : self.rank].repeat(n_heads, 1, 1))
         self.reset_last_layer()
 
     @torch.no_grad()
@@ -114,24 +125,24 @@ class MetricGenerator(nn.Module):
         if self.init == "identity":
             self._reset_to_identity()
             return
-        H, dh, w = self.n_heads, self.head_dim, self.width
+        H, dh, r, w = self.n_heads, self.head_dim, self.rank, self.width
         bound = 1.0 / math.sqrt(w)
         like = self.output_weight if self.parameterization == "full" else self.reduced_weight
         for i in range(H):
-            block_row = torch.empty(dh, H, dh, w, dtype=like.dtype, device=like.device)
+            block_row = torch.empty(dh, H, r, w, dtype=like.dtype, device=like.device)
             block_row.uniform_(-bound, bound)  # rows (p, j, q) of block-row i
             if self.parameterization == "full":
                 self.output_weight.view(H, dh, H, dh, w)[i] = block_row
             else:
-                self.reduced_weight.view(H, dh, dh, w)[i] = block_row.sum(dim=1)
-        bias = torch.empty(H, dh, H, dh, dtype=like.dtype, device=like.device).uniform_(-bound, bound)
+                self.reduced_weight.view(H, dh, r, w)[i] = block_row.sum(dim=1)
+        bias = torch.empty(H, dh, H, r, dtype=like.dtype, device=like.device).uniform_(-bound, bound)
         if self.parameterization == "full":
             self.output_bias.copy_(bias.flatten())
         else:
             self.reduced_bias.copy_(bias.sum(dim=2).flatten())
 
     def _reset_to_identity(self) -> None:
-        H, dh = self.n_heads, self.head_dim
+        H, dh = self.n_heads, self.head_dim  # check_rank: identity needs full rank
         if self.parameterization == "full":
             self.output_weight.zero_()
             self.output_bias.copy_(torch.eye(self.d_model).flatten())
@@ -146,7 +157,8 @@ class MetricGenerator(nn.Module):
         return []
 
     def reduced_last_layer(self) -> tuple[Tensor, Tensor]:
-        """(W_red [D*dh, w], b_red [D*dh]), rows ordered (head i, row p, column q) (Eq. 4 fused)."""
+        """(W_red [D*r, w], b_red [D*r]), rows ordered (head i, row p, column q < r) (Eq. 4 fused;
+        r = dh unless ``rank`` is set)."""
         if self.parameterization == "compact":
             return self.reduced_weight, self.reduced_bias
         H, dh, w = self.n_heads, self.head_dim, self.width
@@ -163,7 +175,10 @@ class MetricGenerator(nn.Module):
         """hidden [..., w] -> head metrics [..., H, dh, dh]."""
         weight, bias = self.reduced_last_layer()
         metrics = nn.functional.linear(hidden, weight, bias)
-        return metrics.view(*hidden.shape[:-1], self.n_heads, self.head_dim, self.head_dim)
+        metrics = metrics.view(*hidden.shape[:-1], self.n_heads, self.head_dim, self.rank)
+        if self.rank < self.head_dim:  # U_i(x) V_i^T
+            metrics = metrics @ self.rank_basis.transpose(-1, -2)
+        return metrics
 
     def forward(
         self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
@@ -192,6 +207,22 @@ class MetricGenerator(nn.Module):
                 "block-row sums"
             )
         return self.with_full_metric(tokens, key_padding_mask, is_causal)[1]
+
+
+def check_rank(rank: int | None, head_dim: int, parameterization: str, init: str) -> int:
+    """The generator's metric rank: ``None`` is full rank (dh); otherwise 1 <= rank <= dh, compact
+    only (the full D*D layer has no low-rank form here) and with the reference init."""
+    if rank is None:
+        return head_dim
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= head_dim:
+        raise ConfigError(f"metric_rank={rank!r}; expected null (full rank) or an integer in 1..{head_dim} "
+                          "(the head width d_model / n_heads)")
+    if rank < head_dim and parameterization != "compact":
+        raise ConfigError(f"metric_rank={rank} needs parameterization='compact'")
+    if rank < head_dim and init != "default":
+        raise ConfigError(f"metric_rank={rank} needs generator_init='default': a rank-{rank} metric "
+                          "cannot start at the identity")
+    return rank
 
 
 class StaticMetric(nn.Module):
@@ -245,11 +276,16 @@ class GatedMetric(nn.Module):
 
     With every gate at 0 it computes exactly the static metric, for every input; the gates get a
     gradient from the first step (Delta is not zero), the generator only once they move.
+
+    ``delta_norm=True`` controls the adaptive part's scale: Delta_i(x) is replaced by
+    sqrt(dh) * Delta_i(x) / ||Delta_i(x)||_F, the Frobenius norm of the dh x dh identity, so
+    ||g_i Delta_i|| / ||m0_i(0)|| = |g_i| whatever the generator's output scale (the default
+    generator's metrics are far larger than the identity, which makes its scores sharp).
     """
 
-    def __init__(self, static: StaticMetric, adaptive: MetricGenerator) -> None:
+    def __init__(self, static: StaticMetric, adaptive: MetricGenerator, delta_norm: bool = False) -> None:
         super().__init__()
-        self.static, self.adaptive = static, adaptive
+        self.static, self.adaptive, self.delta_norm = static, adaptive, delta_norm
         self.d_model, self.n_heads, self.head_dim = static.d_model, static.n_heads, static.head_dim
         self.parameterization = static.parameterization
         self.gate = nn.Parameter(torch.zeros(static.n_heads))
@@ -257,25 +293,32 @@ class GatedMetric(nn.Module):
     def tied_parameters(self) -> list[nn.Parameter]:
         return [*self.static.tied_parameters(), *self.adaptive.tied_parameters()]
 
-    def _gated(self, adaptive: Tensor) -> Tensor:
-        """head metrics [..., H, dh, dh] of the adaptive part -> m0 + g * them."""
-        return self.static() + self.gate[:, None, None] * adaptive
+    def _head_scale(self, adaptive: Tensor) -> Tensor:
+        """adaptive head metrics [..., H, dh, dh] -> the factor g_i (times the norm's) [..., H]."""
+        if not self.delta_norm:
+            return self.gate.expand(adaptive.shape[:-2])
+        norms = torch.linalg.matrix_norm(adaptive).clamp_min(1e-6)  # [..., H]
+        return self.gate * math.sqrt(self.head_dim) / norms
 
     def forward(
         self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
     ) -> Tensor:
         """tokens [B, T, D] -> head metrics [B, H, dh, dh] (causal: [B, T, H, dh, dh])."""
-        return self._gated(self.adaptive(tokens, key_padding_mask, is_causal))
+        adaptive = self.adaptive(tokens, key_padding_mask, is_causal)
+        return self.static() + self._head_scale(adaptive)[..., None, None] * adaptive
 
     def with_full_metric(
         self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        """(head metrics, M0 + G M(x) [B, D, D] or None unless ``"full"``); G scales block-row i by g_i."""
+        """(head metrics, M0 + S M(x) [B, D, D] or None unless ``"full"``); S scales block-row i of M
+        by head i's factor, so the block-row sums are still the head metrics (Eq. 4)."""
         adaptive, metric = self.adaptive.with_full_metric(tokens, key_padding_mask, is_causal)
+        scale = self._head_scale(adaptive)  # [..., H]
+        head_metrics = self.static() + scale[..., None, None] * adaptive
         if metric is None:
-            return self._gated(adaptive), None
-        rows = self.gate.repeat_interleave(self.head_dim)[:, None]  # [D, 1]: g_i on every row of block-row i
-        return self._gated(adaptive), self.static.metric + rows * metric
+            return head_metrics, None
+        rows = scale.repeat_interleave(self.head_dim, dim=-1)[..., None]  # [..., D, 1]
+        return head_metrics, self.static.metric + rows * metric
 
     def full_metric(
         self, tokens: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False
@@ -295,12 +338,14 @@ def make_metric_generator(
     static_metric: bool,
     init: str = "default",
     metric_gate: bool = False,
+    rank: int | None = None,
+    delta_norm: bool = False,
 ) -> MetricGenerator | StaticMetric | GatedMetric:
     """The metric source an AttentionConfig asks for: data-adaptive, the static ablation (which
     always starts at the identity), or the static metric with a gated adaptive part."""
     if static_metric:
         return StaticMetric(d_model, n_heads, parameterization)
-    adaptive = MetricGenerator(d_model, n_heads, hidden, dropout, parameterization, init)
+    adaptive = MetricGenerator(d_model, n_heads, hidden, dropout, parameterization, init, rank)
     if metric_gate:
-        return GatedMetric(StaticMetric(d_model, n_heads, parameterization), adaptive)
+        return GatedMetric(StaticMetric(d_model, n_heads, parameterization), adaptive, delta_norm)
     return adaptive

@@ -99,6 +99,8 @@ class TrainingConfig:
     # Ablation of DAMCHA's compact-generator multiplier (learning rate x scale, weight decay / scale).
     # None: n_heads, which trains exactly as the reference full D*D layer (damcha.md §10 (b)).
     compact_lr_scale: float | None = field(default=None, metadata=_since(2))
+    # The gates of a gated metric (model.metric_gate) train at learning rate x this (None: x 1).
+    gate_lr_scale: float | None = field(default=None, metadata=_since(2))
     # torch.compile the model for training and validation: on CUDA with CUDA graphs
     # ("reduce-overhead"; small models are bound by kernel launches there), elsewhere with inductor.
     # The weights, checkpoints and saved models are those of the plain model either way.
@@ -130,8 +132,9 @@ class TrainingConfig:
             raise ConfigError("training.patience and training.num_workers must be >= 0")
         if self.learning_rate <= 0:
             raise ConfigError(f"training.learning_rate must be > 0, got {self.learning_rate}")
-        if self.compact_lr_scale is not None and not self.compact_lr_scale > 0:
-            raise ConfigError(f"training.compact_lr_scale must be > 0 (or null), got {self.compact_lr_scale}")
+        for name in ("compact_lr_scale", "gate_lr_scale"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise ConfigError(f"training.{name} must be > 0 (or null), got {getattr(self, name)}")
         if not 0.0 < self.variate_fraction <= 1.0:
             raise ConfigError(f"training.variate_fraction must be in (0, 1], got {self.variate_fraction}")
 
@@ -140,8 +143,8 @@ class TrainingConfig:
         reject_unknown_keys(values, KEYS["training"], "training")
         return cls(**values)
 
-    def to_dict(self) -> dict:
-        return _section_dict(self)
+    def to_dict(self, complete: bool = False) -> dict:
+        return _section_dict(self, complete)
 
 
 @dataclass(frozen=True)
@@ -218,12 +221,15 @@ class RunConfig:
 
         return spec_of(self.model).canonical_name(self.model)
 
-    def model_dict(self) -> dict:
+    def model_dict(self, complete: bool = False) -> dict:
         """The model section: canonical name, then every hyperparameter (``build_model`` takes it)."""
-        return {"name": self.model_name, **_section_dict(self.model)}
+        return {"name": self.model_name, **_section_dict(self.model, complete)}
 
-    def to_dict(self) -> dict:
-        return {"data": self.data.to_dict(), "model": self.model_dict(), "training": self.training.to_dict()}
+    def to_dict(self, complete: bool = False) -> dict:
+        """Plain data; fields newer than schema 1 are left out at their default (so hashes of old
+        configs stay) unless ``complete``."""
+        return {"data": self.data.to_dict(), "model": self.model_dict(complete),
+                "training": self.training.to_dict(complete)}
 
     def config_hash(self) -> str:
         return config_hash(self.to_dict())
@@ -245,12 +251,13 @@ def _model_section(values: Mapping[str, Any], protocol) -> Any:
     return make_config(values)
 
 
-def _section_dict(section) -> dict:
-    """A dataclass section as plain data, leaving out fields newer than schema 1 at their default."""
+def _section_dict(section, complete: bool = False) -> dict:
+    """A dataclass section as plain data, leaving out fields newer than schema 1 at their default
+    unless ``complete``."""
     return {
         f.name: plain_values(getattr(section, f.name))
         for f in dataclasses.fields(section)
-        if not (f.metadata.get("since", 1) > 1 and getattr(section, f.name) == f.default)
+        if complete or not (f.metadata.get("since", 1) > 1 and getattr(section, f.name) == f.default)
     }
 
 

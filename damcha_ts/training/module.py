@@ -172,7 +172,9 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
 
     def configure_optimizers(self):
         config = self.training_config
-        groups = self.model.parameter_groups(config.learning_rate, config.weight_decay, config.compact_lr_scale)
+        groups = self.model.parameter_groups(
+            config.learning_rate, config.weight_decay, config.compact_lr_scale, config.gate_lr_scale
+        )
         optimizer = adamw(groups, config.learning_rate)
         # LambdaLR multiplies each group's *own* initial lr, keeping DAMCHA's group ratios.
         scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -71,9 +71,10 @@ class BaseConfig:
         updates = as_updates({**given, **(values or {})})  # the trial's values win over --set
         return RunConfig.load(self.source, horizon=self.horizon, updates=updates)
 
-    def resolve(self, values: Mapping[str, Any] | None = None) -> dict:
-        """The resolved run config (dict form) with a trial's ``{path: value}`` applied over ``--set``."""
-        return self.resolve_run(values).to_dict()
+    def resolve(self, values: Mapping[str, Any] | None = None, complete: bool = False) -> dict:
+        """The resolved run config (dict form) with a trial's ``{path: value}`` applied over ``--set``;
+        ``complete`` keeps the newer keys that sit at their default (a search must see them)."""
+        return self.resolve_run(values).to_dict(complete)
 
 
 def make_pruning_callback(trial):

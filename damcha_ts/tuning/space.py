@@ -15,12 +15,18 @@ A search file is YAML data (``configs/search/*.yaml``)::
         type: categorical
         choices: [[256, 512], [128]]
         when: {model.name: itransformer_damcha}
+    points:                                  # optional: trials queued first, in this order
+      - {training.learning_rate: 1.0e-3, model.e_layers: 2, model.name: itransformer_mha}
 
 Every key of ``space`` is a dotted path ``section.key`` of a run config; a trial's values are
 applied like ``--set`` overrides (:func:`damcha_ts.training.load_run_config`). Parameters are
 sampled in file order, and ``when`` reads the resolved base config plus the values sampled before,
 so a condition may test a fixed base value or an earlier parameter. A ``when`` value that is a
 list means "any of these".
+
+``points`` is a sweep written as a list: each entry fixes some of the space's parameters (any left
+out are sampled), and is queued once, before the sampler's own trials, when a launch opens the study.
+A study of a few discrete candidates is then exactly those candidates, each tried once.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ _PRUNER_ARGUMENTS = {
 # The smallest value Optuna accepts for each (0 for the others).
 _PRUNER_MINIMUM = {"interval_steps": 1, "n_min_trials": 1, "min_resource": 1, "max_resource": 1,
                    "reduction_factor": 2}
-_FILE_KEYS = ("study_name", "sampler", "pruner", "storage", "trainer", "space")
+_FILE_KEYS = ("study_name", "sampler", "pruner", "storage", "trainer", "space", "points")
 _SAMPLER_KEYS = ("seed", "n_startup_trials")
 _STORAGE_KEYS = ("heartbeat_interval", "grace_period", "max_retry")
 _PARAM_KEYS = ("type", "low", "high", "log", "step", "choices", "when")
@@ -138,6 +144,7 @@ class SearchSpec:
     grace_period: int = 180
     max_retry: int = 2
     trainer_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    points: tuple[Mapping[str, Any], ...] = ()  # {path: value} trials to queue first
     raw: Mapping[str, Any] = field(default_factory=dict)  # the file's data, to hand to workers
 
     def make_sampler(self, seed: int | None = None):
@@ -184,6 +191,12 @@ class SearchSpec:
                     view = resolve(values)
         return values
 
+    def encoded_point(self, point: Mapping[str, Any]) -> dict[str, Any]:
+        """A ``points`` entry as Optuna's fixed parameters (list choices as their JSON text)."""
+        by_path = {p.path: p for p in self.params}
+        return {path: json.dumps(v) if isinstance(v, list) and by_path[path].type == "categorical" else v
+                for path, v in point.items()}
+
     def check_against(self, resolve: Callable[[Mapping[str, Any]], dict]) -> None:
         """Fail early, naming the file and parameter, when a path or value is not a valid config.
 
@@ -193,6 +206,11 @@ class SearchSpec:
         or rewrote would make searching it a no-op.
         """
         self._check_conditions(resolve)
+        for index, point in enumerate(self.points):
+            try:
+                resolve(point)
+            except ConfigError as exc:
+                raise ConfigError(f"{self.source}: points[{index}] is not a valid config: {exc}") from exc
         for param in self.params:
             for value in param.extreme_values():
                 try:
@@ -392,8 +410,39 @@ def parse_search_spec(data: Mapping, *, source: str = "search", default_name: st
         max_retry=_number(f"{source}: storage.max_retry", storage.get("max_retry", 2), integer=True,
                           at_least=0),
         trainer_kwargs=dict(trainer),
+        points=_parse_points(source, data.get("points"), params),
         raw=copy.deepcopy(dict(data)),
     )
+
+
+def _parse_points(source: str, points: Any, params: tuple[ParamSpec, ...]) -> tuple[dict[str, Any], ...]:
+    """The ``points`` list: each value must be one the space can sample (a choice, or in range)."""
+    if points is None:
+        return ()
+    if not isinstance(points, list):
+        raise ConfigError(f"{source}: 'points' must be a list of {{path: value}} mappings")
+    by_path = {p.path: p for p in params}
+    parsed = []
+    for index, point in enumerate(points):
+        where = f"{source}: points[{index}]"
+        if not isinstance(point, Mapping) or not point:
+            raise ConfigError(f"{where} must be a non-empty mapping of space paths to values")
+        for path, value in point.items():
+            param = by_path.get(path)
+            if param is None:
+                raise ConfigError(f"{where}.{path} is not a parameter of 'space' ({', '.join(by_path)})")
+            if param.type == "categorical":
+                if plain_values(value) not in [plain_values(c) for c in param.choices]:
+                    raise ConfigError(f"{where}.{path}={value!r} is not one of its choices {list(param.choices)}")
+            elif (isinstance(value, bool) or not isinstance(value, (int, float))
+                  or (param.type == "int" and not float(value).is_integer())
+                  or not param.low <= value <= param.high):
+                raise ConfigError(f"{where}.{path}={value!r}; expected a {param.type} in "
+                                  f"[{param.low}, {param.high}]")
+        if point in parsed:
+            raise ConfigError(f"{where} repeats points[{parsed.index(point)}]")
+        parsed.append(dict(point))
+    return tuple(parsed)
 
 
 def _parse_space(source: str, space: Any) -> tuple[ParamSpec, ...]:

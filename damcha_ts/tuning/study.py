@@ -42,6 +42,8 @@ SUMMARY_FILE = "summary.json"
 WORKERS_DIR = "workers"
 # Study attributes that pin what a stored study means, so a rerun cannot silently mix setups.
 _PINNED_ATTRS = ("base_config_hash", "search_hash")
+# The index in the search file's ``points`` of a trial queued from it.
+POINT_ATTR = "search_point"
 
 
 @dataclass
@@ -259,7 +261,17 @@ def open_study(name: str, url: str, spec: SearchSpec, pins: Mapping[str, str]):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
+    _queue_points(study, spec)
     return study
+
+
+def _queue_points(study, spec: SearchSpec) -> None:
+    """Queue the search file's ``points`` not queued before (each once per study, in file order);
+    untagged, so the next launch takes them before the sampler's trials (``_queue_launch``)."""
+    queued = {t.user_attrs.get(POINT_ATTR) for t in study.get_trials(deepcopy=False)}
+    for index, point in enumerate(spec.points):
+        if index not in queued:
+            study.enqueue_trial(spec.encoded_point(point), user_attrs={POINT_ATTR: index})
 
 
 def run_study(
@@ -346,7 +358,7 @@ def _set_up(
     spec = search if isinstance(search, SearchSpec) else load_search_spec(search)
     base = BaseConfig.of(config, horizon, overrides)
     base_config = base.resolve()
-    spec.check_against(base.resolve)
+    spec.check_against(lambda values: base.resolve(values, complete=True))
     name = study_name or spec.study_name
     out_dir = (Path(out_dir) if out_dir is not None else DEFAULT_OUT_ROOT / name).resolve()
     url = resolve_storage_url(storage, out_dir)  # a bad --storage fails before anything is written

@@ -260,6 +260,10 @@ def test_a_condition_on_a_key_derived_from_an_earlier_parameter_is_accepted():
         lambda values: RunConfig.load(BASE, updates=as_updates(values)).to_dict())
 
 
+# The --set a shipped search file's documented command gives its base config.
+SHIPPED_BASE_OVERRIDES = {"itransformer_damcha_gated.yaml": ["model.metric_gate=true"]}
+
+
 @pytest.mark.parametrize("path", sorted(SEARCH_DIR.glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_search_files_fit_their_configs(path):
     from damcha_ts.tuning.objective import BaseConfig
@@ -267,7 +271,68 @@ def test_shipped_search_files_fit_their_configs(path):
     spec = load_search_spec(path)
     assert spec.study_name == (yaml.safe_load(path.read_text()).get("study_name") or path.stem)
     model = "itransformer_mha" if "mha" in path.stem else "itransformer_damcha"
-    spec.check_against(BaseConfig.of(f"{model}/etth1").resolve)
+    base = BaseConfig.of(f"{model}/etth1", overrides=SHIPPED_BASE_OVERRIDES.get(path.name, ()))
+    spec.check_against(lambda values: base.resolve(values, complete=True))
+
+
+def test_a_search_over_a_newer_key_may_include_its_default():
+    """Run configs leave newer keys out at their default; the check must still see them kept."""
+    from damcha_ts.tuning.objective import BaseConfig
+
+    spec = parse_search_spec({"space": {
+        "training.compile": {"type": "categorical", "choices": [False, True]},
+        "model.metric_gate": {"type": "categorical", "choices": [False, True]},
+    }}, source="newer.yaml")
+    base = BaseConfig.of("itransformer_damcha/etth1")
+    spec.check_against(lambda values: base.resolve(values, complete=True))
+    assert "metric_gate" not in base.resolve({})["model"]  # the hashed form still leaves it out
+
+
+POINTS_SPACE = {
+    "training.learning_rate": {"type": "float", "low": 1.0e-4, "high": 1.0e-2, "log": True},
+    "model.e_layers": {"type": "int", "low": 1, "high": 3},
+    "model.generator_hidden": {"type": "categorical", "choices": [[8], [4, 8]]},
+}
+
+
+def test_points_are_a_sweep_of_values_the_space_can_take():
+    spec = parse_search_spec({"space": POINTS_SPACE, "points": [
+        {"training.learning_rate": 1.0e-3, "model.generator_hidden": [4, 8]},
+        {"model.e_layers": 2},
+    ]}, source="points.yaml")
+    assert spec.points == ({"training.learning_rate": 1.0e-3, "model.generator_hidden": [4, 8]}, {"model.e_layers": 2})
+    assert spec.encoded_point(spec.points[0]) == {"training.learning_rate": 1.0e-3, "model.generator_hidden": "[4, 8]"}
+    # What a FixedTrial of the encoded point samples is the point (list choices decoded again).
+    fixed = optuna.trial.FixedTrial({**spec.encoded_point(spec.points[0]), "model.e_layers": 1})
+    assert spec.sample(fixed, {}) == {"training.learning_rate": 1.0e-3, "model.e_layers": 1,
+                                      "model.generator_hidden": [4, 8]}
+
+
+@pytest.mark.parametrize("points, message", [
+    ({"model.e_layers": 2}, "'points' must be a list"),
+    ([{}], "points[0] must be a non-empty mapping"),
+    ([{"model.e_layer": 2}], "points[0].model.e_layer is not a parameter of 'space'"),
+    ([{"model.generator_hidden": [16]}], "points[0].model.generator_hidden=[16] is not one of its choices"),
+    ([{"model.e_layers": 4}], "points[0].model.e_layers=4; expected a int in [1, 3]"),
+    ([{"model.e_layers": 1.5}], "points[0].model.e_layers=1.5; expected a int"),
+    ([{"training.learning_rate": "fast"}], "points[0].training.learning_rate='fast'; expected a float"),
+    ([{"model.e_layers": 2}, {"model.e_layers": 2}], "points[1] repeats points[0]"),
+])
+def test_bad_points_name_the_file_and_entry(points, message):
+    with pytest.raises(ConfigError, match="points.yaml") as info:
+        parse_search_spec({"space": POINTS_SPACE, "points": points}, source="points.yaml")
+    assert message in str(info.value)
+
+
+def test_a_point_that_is_no_valid_config_is_named_before_the_study():
+    from damcha_ts.tuning.objective import BaseConfig
+
+    spec = parse_search_spec({"space": {
+        "model.metric_delta_norm": {"type": "categorical", "choices": [False, True]},
+    }, "points": [{"model.metric_delta_norm": True}]}, source="gate.yaml")
+    base = BaseConfig.of("itransformer_damcha/etth1")
+    with pytest.raises(ConfigError, match=r"gate.yaml: points\[0\] is not a valid config: .*needs metric_gate=True"):
+        spec.check_against(lambda values: base.resolve(values, complete=True))
 
 
 def test_search_files_are_found_by_shipped_name_and_a_near_miss_is_named():

@@ -483,3 +483,31 @@ def test_a_launch_takes_over_only_what_no_live_launch_holds(tmp_path):
     assert owner == {0: 333, 2: 111, 3: 333, 4: 333, 5: 333}
     # A launch started at the same moment does not take back what 333 just took over.
     assert _queue_launch(study, storage, 444, n_trials=1) == 0
+
+
+def test_a_search_files_points_run_first_each_once_per_study(study_files, tmp_path):
+    """``points`` are queued when the study opens, before the sampler's trials, and a rerun does not
+    queue them again; the space may hold a newer key at its default (metric_gate: false)."""
+    config, search = study_files(
+        pruner={"type": "median", "n_startup_trials": 100},
+        space={
+            "training.learning_rate": {"type": "float", "low": 1.0e-4, "high": 1.0e-2, "log": True},
+            "model.metric_gate": {"type": "categorical", "choices": [False, True]},
+        },
+        points=[{"model.metric_gate": True, "training.learning_rate": 3.0e-3},
+                {"model.metric_gate": False}],
+    )
+    out = tmp_path / "out"
+    run_study(config, search, n_trials=2, study_name="points", out_dir=out, evaluate_test=False)
+    url = f"sqlite:///{out / 'study.db'}"
+    trials = load_trials(url, "points")
+    assert [(t.number, t.user_attrs.get("search_point"), t.state) for t in trials] == [
+        (0, 0, TrialState.COMPLETE), (1, 1, TrialState.COMPLETE)]
+    assert trials[0].params == {"model.metric_gate": True, "training.learning_rate": 3.0e-3}
+    assert trials[1].params["model.metric_gate"] is False  # its learning rate was sampled
+    trial_config = yaml.safe_load((trial_dir(out, 0) / "config.yaml").read_text())
+    assert trial_config["model"]["metric_gate"] is True
+
+    run_study(config, search, n_trials=1, study_name="points", out_dir=out, evaluate_test=False)
+    trials = load_trials(url, "points")
+    assert len(trials) == 3 and "search_point" not in trials[2].user_attrs  # the sampler's own
