@@ -89,9 +89,10 @@ VARIANTS = {
         # four ETT datasets (configs/leaderboard/ablations.yaml, ablations_ettm.yaml).
         ModelVariant("itransformer_damcha_static", "itransformer_damcha", {"static_metric": True},
                      "DAMCHA-iTransformer with the static (input-independent) metric"),
-        # Issue 23's first candidate, not yet run on the leaderboard: off by default.
-        ModelVariant("itransformer_damcha_gated", "itransformer_damcha", {"metric_gate": True},
-                     "DAMCHA-iTransformer with a static metric plus a gated input-adaptive part (gate 0 at init)"),
+        # Issue 23's gated metric as selected on validation (benchmarks/results/metric_gate_selection.md);
+        # LEADERBOARD.md ablation row itransformer_damcha_gated_norm (configs/leaderboard/ablations_gated.yaml).
+        ModelVariant("itransformer_damcha_gated", "itransformer_damcha", {"metric_gate": True, "metric_delta_norm": True},
+                     "DAMCHA-iTransformer with a static metric plus a gated, norm-controlled input-adaptive part"),
     )
 }
 VARIANT_NAMES = tuple(VARIANTS)

@@ -45,7 +45,12 @@ def test_a_variant_in_a_run_config_hashes_as_the_base_name_with_the_override():
         "itransformer_damcha/etth1", overrides=["model.static_metric=true"]).config_hash()
 
 
-def test_a_variant_grid_row_plans_the_cells_of_the_ablation_row(tmp_path):
+@pytest.mark.parametrize("variant_name, grid_name, label, dataset", [
+    ("itransformer_damcha_static", "ablations.yaml", "itransformer_damcha_static", "ETTh1"),
+    # the gated name is the setting issue 23 selected and ran on the leaderboard
+    ("itransformer_damcha_gated", "ablations_gated.yaml", "itransformer_damcha_gated_norm", "ETTh2"),
+])
+def test_a_variant_grid_row_plans_the_cells_of_the_ablation_row(tmp_path, variant_name, grid_name, label, dataset):
     """A grid naming the variant plans the committed ablation cells: same configs, same hashes."""
     from damcha_ts.leaderboard.cells import resolve_cell
     from damcha_ts.leaderboard.grid import load_grid
@@ -53,13 +58,13 @@ def test_a_variant_grid_row_plans_the_cells_of_the_ablation_row(tmp_path):
     grid_file = tmp_path / "variant.yaml"
     grid_file.write_text(yaml.safe_dump({
         "name": "ablations", "horizons": [96, 336], "seeds": [2023],
-        "models": [{"name": "itransformer_damcha_static"}], "datasets": {"ETTh1": {}},
+        "models": [{"name": variant_name}], "datasets": {dataset: {}},
     }))
     variant = load_grid(grid_file)
-    ablation = load_grid(ROOT / "configs" / "leaderboard" / "ablations.yaml")
-    expected = {(c.horizon, c.seed): c for c in ablation.cells(("ETTh1",), ("itransformer_damcha_static",))}
+    ablation = load_grid(ROOT / "configs" / "leaderboard" / grid_name)
+    expected = {(c.horizon, c.seed): c for c in ablation.cells((dataset,), (label,))}
     cells = [c for c in variant.cells() if not c.is_naive]
-    assert [c.model for c in cells] == ["itransformer_damcha_static"] * 2  # the label is the variant's name
+    assert [c.model for c in cells] == [variant_name] * 2  # the label is the variant's name
     for cell in cells:
         reference = expected[(cell.horizon, cell.seed)]
         assert resolve_cell(cell, variant, Path("runs")).config_hash == resolve_cell(reference, ablation, Path("runs")).config_hash
