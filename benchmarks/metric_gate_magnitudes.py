@@ -51,12 +51,12 @@ def gate_record(cell: Path) -> dict:
             relative += (gate.abs() * math.sqrt(head_dim) / static_norms).tolist()
     factor = lr_factor(training["lr_schedule"], training["max_epochs"])
     gate_lr = training["learning_rate"] * (training.get("gate_lr_scale") or 1.0)
-    travel = gate_lr * metrics["train_batches_per_epoch"] * sum(map(factor, range(metrics["best_epoch"])))
+    travel = gate_lr * metrics["train_batches_per_epoch"] * sum(map(factor, range(metrics["best_epoch"] + 1)))
     return {
         "dataset": metrics["dataset"],
         "horizon": metrics["horizon"],
         "seed": training["seed"],
-        "best_epoch": metrics["best_epoch"],
+        "best_epoch": metrics["best_epoch"] + 1,  # 1-based, as in LEADERBOARD.md
         "test_mse": metrics["mse"],
         "gates": gates,
         "mean_abs_gate": statistics.fmean(abs(g) for g in gates),

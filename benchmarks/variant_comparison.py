@@ -4,13 +4,15 @@ For a model label of the results CSV (default: the gated DAMCHA-iTransformer) an
 compared with (default: iTransformer-MHA, the paper-default DAMCHA and the static metric): the
 Avg MSE over the four protocol horizons per dataset (seed mean ± std, seeds that ran all four) beside
 theirs and the published iTransformer; wins / losses / mean relative change of the seed-mean MSE over
-the (dataset, horizon) cells both have; and every cell. The same measures as LEADERBOARD.md's
+the (dataset, horizon) cells both have; every cell; and per dataset the training curves of these rows
+(validation and training MSE per epoch, seed 2023). The same measures as LEADERBOARD.md's
 "DAMCHA vs MHA" table (``damcha_ts.leaderboard.tables``), against any row instead of MHA only.
 
     python benchmarks/variant_comparison.py [--label itransformer_damcha_gated_norm]
         [--against itransformer_mha itransformer_damcha itransformer_damcha_static]
 
-Writes ``benchmarks/results/variant_comparison_<label>.{json,md}`` beside the CSV.
+Writes ``benchmarks/results/variant_comparison_<label>.{json,md}`` beside the CSV and
+``plots/variant_curves_<label>_<dataset>.png`` beside LEADERBOARD.md's figures.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 from pathlib import Path
 
 from damcha_ts.files import write_atomically
+from damcha_ts.leaderboard.curves import load_curves
 from damcha_ts.leaderboard.published import load_published
 from damcha_ts.leaderboard.results import read_results
 from damcha_ts.leaderboard.tables import (
@@ -28,6 +31,7 @@ from damcha_ts.leaderboard.tables import (
 
 ROOT = Path(__file__).resolve().parents[1]
 AGAINST = ("itransformer_mha", "itransformer_damcha", "itransformer_damcha_static")
+CURVE_SEED = 2023
 
 
 def compare(results: dict, label: str, against: list[str]) -> dict:
@@ -64,6 +68,23 @@ def compare(results: dict, label: str, against: list[str]) -> dict:
                 row[other] = None if stat is None else [stat.mean, stat.n]
             cells.append(row)
     return {"label": label, "against": against, "averages": averages, "records": records, "cells": cells}
+
+
+def plot_curves(results_path: Path, label: str, against: list[str], datasets: list[str]) -> list[Path]:
+    """One figure per dataset: the rows' per-epoch curves at ``CURVE_SEED``, one column per horizon."""
+    from damcha_ts.leaderboard.plots import plot_curves as draw
+
+    models = [label, *against]
+    curves: dict[str, dict[int, dict[str, dict]]] = {}
+    for curve in load_curves(results_path):
+        if curve["seed"] == CURVE_SEED and curve["model"] in models and curve["dataset"] in datasets:
+            curves.setdefault(curve["dataset"], {}).setdefault(curve["horizon"], {})[curve["model"]] = curve
+    made = []
+    for dataset, per_horizon in curves.items():
+        ordered = {h: {m: per_horizon[h][m] for m in models if m in per_horizon[h]} for h in sorted(per_horizon)}
+        path = results_path.parent / "plots" / f"variant_curves_{label}_{dataset}.png"
+        made.append(draw(f"{dataset}, seed {CURVE_SEED}", ordered, path))
+    return made
 
 
 def _avg_text(value) -> str:
@@ -126,6 +147,9 @@ def main() -> None:
     stem = args.results.parent / f"variant_comparison_{args.label}"
     write_atomically(stem.with_suffix(".json"), json.dumps(report, indent=1) + "\n")
     write_atomically(stem.with_suffix(".md"), text)
+    datasets = list(dict.fromkeys(cell["dataset"] for cell in report["cells"]))
+    for path in plot_curves(args.results, args.label, args.against, datasets):
+        print(f"figure: {path}")
 
 
 if __name__ == "__main__":

@@ -141,6 +141,17 @@ def plot_head_metrics(sample_file: str | Path, title: str, path: str | Path) -> 
     return _save(figure, Path(path))
 
 
+LINE_PATTERNS = ("-", "--", ":", "-.")
+
+
+def line_styles(models: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """{model: (colour, line style)}, a different pair for each model: the ten default colours with
+    solid lines, then again dashed, dotted, dash-dotted (an ablation figure can hold 17 rows)."""
+    if len(models) > 10 * len(LINE_PATTERNS):
+        raise ValueError(f"{len(models)} models in one figure; at most {10 * len(LINE_PATTERNS)} are told apart")
+    return {model: (f"C{k % 10}", LINE_PATTERNS[k // 10]) for k, model in enumerate(models)}
+
+
 def plot_curves(dataset: str, curves: Mapping[int, Mapping[str, Mapping]], path: str | Path) -> Path:
     """Validation (top row) and training (bottom row) MSE per epoch, one column per horizon, one colour
     per model; a star marks each model's lowest validation MSE (the weights that were tested).
@@ -151,7 +162,7 @@ def plot_curves(dataset: str, curves: Mapping[int, Mapping[str, Mapping]], path:
 
     horizons = sorted(curves)
     models = list(dict.fromkeys(m for per_model in curves.values() for m in per_model))
-    colours = {model: f"C{k % 10}" for k, model in enumerate(models)}
+    styles = line_styles(models)
     figure = _figure(max(3.3 * len(horizons), 7.0), 6.2)
     figure.suptitle(f"{dataset}: MSE per epoch (z-scale)")
     for k, horizon in enumerate(horizons):
@@ -159,11 +170,13 @@ def plot_curves(dataset: str, curves: Mapping[int, Mapping[str, Mapping]], path:
         bottom = figure.add_subplot(2, len(horizons), len(horizons) + k + 1, sharex=top)
         for model, curve in curves[horizon].items():
             epochs, val = np.asarray(curve["epochs"]), np.asarray(curve["val_loss"], dtype=float)
-            top.plot(epochs, val, color=colours[model], marker="o", markersize=3, linewidth=1.3, label=model)
+            colour, dashes = styles[model]
+            top.plot(epochs, val, color=colour, linestyle=dashes, marker="o", markersize=3, linewidth=1.3, label=model)
             if not np.isnan(val).all():  # a run that diverged from its first epoch has no best
                 best = int(np.nanargmin(val))
-                top.plot(epochs[best], val[best], color=colours[model], marker="*", markersize=11)
-            bottom.plot(epochs, np.asarray(curve["train_loss"], dtype=float), color=colours[model], linewidth=1.1)
+                top.plot(epochs[best], val[best], color=colour, marker="*", markersize=11)
+            bottom.plot(epochs, np.asarray(curve["train_loss"], dtype=float), color=colour, linestyle=dashes,
+                        linewidth=1.1)
         top.set_title(f"H={horizon}", fontsize="small")
         bottom.set_xlabel("epoch")
         if k == 0:

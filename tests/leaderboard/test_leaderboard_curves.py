@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from damcha_ts.leaderboard.curves import curves_path, load_curves, read_run_curves, record_curves
 from damcha_ts.leaderboard.report import ExpectedCell, ablation_curves, build_report, render_plots
 
@@ -138,3 +140,15 @@ def test_a_diverged_run_with_no_finite_validation_loss_is_drawn_without_a_best_e
     healthy = {"epochs": [1, 2], "train_loss": [0.4, 0.3], "val_loss": [0.7, 0.69]}
     record_curves(results, [(rows[0], healthy), (rows[1], diverged)])
     assert render_plots(rows, results, plots)["curves:ETTh1"].stat().st_size > 1000
+
+
+def test_every_row_of_a_crowded_curves_figure_has_its_own_colour_and_line():
+    """The ETTh2 ablation figure holds 17 rows; with colours alone the 11th repeated the 1st."""
+    from damcha_ts.leaderboard.plots import line_styles
+
+    models = [f"model_{k}" for k in range(17)]
+    styles = line_styles(models)
+    assert len(set(styles.values())) == 17
+    assert styles["model_0"] == ("C0", "-") and styles["model_10"][0] == "C0" and styles["model_10"][1] != "-"
+    with pytest.raises(ValueError, match="41 models"):
+        line_styles([f"m{k}" for k in range(41)])
