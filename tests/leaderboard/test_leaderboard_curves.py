@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from damcha_ts.leaderboard.curves import curves_path, load_curves, read_run_curves, record_curves
 from damcha_ts.leaderboard.report import ExpectedCell, ablation_curves, build_report, render_plots
 
@@ -150,5 +148,5 @@ def test_every_row_of_a_crowded_curves_figure_has_its_own_colour_and_line():
     styles = line_styles(models)
     assert len(set(styles.values())) == 17
     assert styles["model_0"] == ("C0", "-") and styles["model_10"][0] == "C0" and styles["model_10"][1] != "-"
-    with pytest.raises(ValueError, match="41 models"):
-        line_styles([f"m{k}" for k in range(41)])
+    many = line_styles([f"m{k}" for k in range(41)])  # a huge figure still draws, its pairs repeating
+    assert len(set(many.values())) == 40 and many["m40"] == many["m0"]
