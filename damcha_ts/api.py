@@ -353,11 +353,13 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
 def _cross_validation(forecaster: Forecaster, data: Any, n_windows: int, step: int | None, refit: bool | int,
                       level: Sequence[float] | None, data_options: Mapping[str, Any]) -> pd.DataFrame:
     """Forecaster.cross_validation (see there)."""
+    from damcha_ts.forecasting.backtest import window_step
     from damcha_ts.forecasting.cross_validation import cross_validation, refit_every
     from damcha_ts.forecasting.intervals import check_levels, require_calibration
 
     predictor = forecaster._predictor("cross_validation")
     every, levels = refit_every(refit), check_levels(level)  # checked before any data is read
+    step = window_step(n_windows, step, forecaster.horizon)
     if not every:
         require_calibration(predictor, levels)
     elif levels and forecaster.fit_result_.get("refit"):
@@ -370,12 +372,11 @@ def _cross_validation(forecaster: Forecaster, data: Any, n_windows: int, step: i
         return _window_predictor(forecaster, values, timestamps, calibrated=bool(levels))
 
     if predictor.entities:
-        from damcha_ts.forecasting.backtest import window_step
         from damcha_ts.forecasting.entities import cross_validation_entities, entity_rows
 
         rows = entity_rows(predictor, forecaster._series, data, data_options)
-        return cross_validation_entities(predictor, rows, n_windows=n_windows, step=window_step(
-            n_windows, step, forecaster.horizon), refit=refit, train=train, level=level)
+        return cross_validation_entities(predictor, rows, n_windows=n_windows, step=step, refit=refit, train=train,
+                                         level=level)
     values, stamps, input_options = _backtest_rows(forecaster, data, data_options)
     return cross_validation(predictor, values, stamps, n_windows=n_windows, step=step, refit=refit, train=train,
                             input_options=input_options, level=level)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import numbers
 import re
 import types
 from collections.abc import Iterable, Mapping
@@ -78,6 +79,16 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
             return value
     names = " or ".join(getattr(o, "__name__", str(o)) for o in options)
     raise ConfigError(f"{where}={value!r} is not a valid {names}")
+
+
+def positive_int(value: Any, argument: str, expected: str = "a positive integer") -> int:
+    """``value`` as an int >= 1, or a ConfigError naming ``argument``: a Python or NumPy integer,
+    never a bool (``True`` is no count) nor a float (``2.5`` would be cut silently, so ``2.0`` is
+    refused too). ``expected``: what the message says the argument must be."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        shown = value.item() if getattr(value, "shape", None) == () else value  # 2.0, not np.float64(2.0)
+        raise ConfigError(f"{argument} must be {expected}, got {shown!r}")
+    return int(value)
 
 
 def plain_values(value: Any) -> Any:

@@ -8,16 +8,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.errors import DataError
 from damcha_ts.forecasting.output import long_names
+from damcha_ts.schema import positive_int
 
 
 def window_step(n_windows: int, step: int | None, horizon: int) -> int:
-    """The rows between cutoffs (default: ``horizon``); ConfigError unless both are >= 1."""
-    step = horizon if step is None else int(step)
-    if n_windows < 1 or step < 1:
-        raise ConfigError(f"n_windows and step must be >= 1, got {n_windows} and {step}")
-    return step
+    """The rows between cutoffs (default: ``horizon``), once ``n_windows`` and ``step`` are checked
+    to be integers >= 1 (ConfigError naming the argument; every backtest and cross-validation
+    checks them here, before any data is read)."""
+    positive_int(n_windows, "n_windows")
+    return horizon if step is None else positive_int(step, "step", "a positive integer (rows between cutoffs) or None")
 
 
 def cutoffs(n_rows: int, n_windows: int, step: int, lookback: int, horizon: int) -> list[int]:

@@ -23,6 +23,7 @@ import pandas as pd
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.forecasting.backtest import backtest, cutoffs, window_step
+from damcha_ts.schema import positive_int
 
 #: ``train(values [T, C], timestamps [T]) -> (predictor, facts)``: a model trained on exactly those
 #: rows (model column order) and a JSON-ready dict about its training, or just the predictor.
@@ -33,9 +34,7 @@ def refit_every(refit: bool | int) -> int:
     """Windows per trained model: 0 for ``refit=False`` (no retraining), 1 for ``True``, else ``k >= 1``."""
     if isinstance(refit, (bool, np.bool_)):
         return int(bool(refit))
-    if isinstance(refit, (int, np.integer)) and refit >= 1:
-        return int(refit)
-    raise ConfigError(f"refit must be False, True or a number of windows k >= 1 (retrain every k windows), got {refit!r}")
+    return positive_int(refit, "refit", "False, True or a number of windows k >= 1 (retrain every k windows)")
 
 
 def cross_validation(
