@@ -284,14 +284,14 @@ def test_a_neuralforecast_frame_with_covariate_columns_reads_each_id_as_a_series
         Forecaster("itransformer_mha", horizon=H, lookback=L).fit(table)
 
 
-def test_entity_ids_are_text_whatever_their_type(fitted):
+def test_entity_ids_are_text_inside_whatever_their_type(fitted):
     table = stores().replace({"store": {"a": 1, "b": 2, "c": 3}})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         forecaster = Forecaster("itransformer_mha", horizon=H, lookback=L, max_epochs=1, **SMALL).fit(
             table.drop(columns=["size", "promo"]), entity_col="store")
     assert forecaster.meta_.entities == ["1", "2", "3"]
-    assert set(forecaster.predict(entities=2)["store"]) == {"2"}
+    assert set(forecaster.predict(entities=2)["store"]) == {2}  # and come back in the input's dtype (issue 32)
     assert forecaster.predictor.for_entity(2).history is not None
 
 

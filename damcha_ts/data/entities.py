@@ -13,8 +13,10 @@ one value per entity, z-scored over the entities, given to the model as one more
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +44,7 @@ class EntitySeries:
     static_columns: list[str]
     static_values: np.ndarray | None  # [E, S] raw, or None without static covariates
     static_scaler: StandardScaler | None
+    id_dtype: str | None = None  # what the ids come back as (:func:`id_dtype_of`); inside they are text
 
     # -- what every entity shares (the first one speaks for all) -----------------------------
     def __getattr__(self, name: str):
@@ -146,18 +149,52 @@ def check_scaler(scaler: Any) -> str:
 
 
 def check_entities(known: Sequence[str], wanted: Sequence[str] | None) -> list[str]:
-    """``wanted`` (None: all of ``known``), each one an entity of the model (ConfigError naming it)."""
+    """``wanted`` (None: all of ``known``), each one an entity of the model, once (ConfigError
+    naming it; an empty list is refused, never an empty forecast)."""
     if wanted is None:
         return list(known)
     if isinstance(wanted, str) or not isinstance(wanted, (list, tuple, set, pd.Index, np.ndarray)):
         wanted = [wanted]  # one entity; ids are compared as text (the entity column is read as text)
     wanted = [str(e) for e in wanted]
+    if not wanted:
+        raise ConfigError(f"entities=[] names no entity: name at least one of the {len(known)} entities, or give "
+                          "entities=None for all of them")
+    repeated = sorted(e for e, n in Counter(wanted).items() if n > 1)
+    if repeated:  # refused rather than merged: a repeated id is more likely a typo than a wish
+        raise ConfigError(f"entities= names {repeated} more than once; name each entity once")
     unknown = [e for e in wanted if e not in set(known)]
     if unknown:
         shown = list(known)[:10]
         raise ConfigError(f"entities {unknown} are not among the {len(known)} entities the model knows "
                           f"({shown}{' ...' if len(known) > 10 else ''})")
     return wanted
+
+
+def id_dtype_of(dtype: Any) -> str | None:
+    """The dtype entity ids come back in (forecasts, scores) when their column had ``dtype``: a
+    numeric one stays (int ids stay int, so a forecast merges back on them); None, text, for any
+    other (inside, ids are text)."""
+    try:
+        dtype = pd.api.types.pandas_dtype(dtype)
+    except (TypeError, ValueError):
+        return None
+    return str(dtype) if dtype.kind in "iuf" else None
+
+
+def typed_ids(ids: pd.Series, dtype: str | None) -> pd.Series:
+    """Text ``ids`` back in ``dtype`` (:func:`id_dtype_of`; None: left as text)."""
+    return ids if dtype is None else pd.to_numeric(ids).astype(dtype)
+
+
+@contextlib.contextmanager
+def entity_errors(entity: str, label: str | None = None) -> Iterator[None]:
+    """A DamchaError raised inside says which entity (of ``label``) it is about: the same error type,
+    its command-line wording kept."""
+    try:
+        yield
+    except DamchaError as exc:
+        where = f"entity {entity!r}" + (f" of {label}" if label else "")
+        raise type(exc)(f"{where}: {exc}", cli=None if exc.cli is None else f"{where}: {exc.cli}") from exc
 
 
 def split_entities(frame: pd.DataFrame, entity_col: str, label: str, static: Sequence[str] = ()) -> tuple[
@@ -263,12 +300,8 @@ def prepare_entities(frame: pd.DataFrame, label: str, *, entity_col: str, scaler
     entities, parts, static_values = split_entities(frame, entity_col, label, static)
     series = []
     for entity, part in zip(entities, parts):
-        try:
+        with entity_errors(entity, label):
             series.append(prepare(part, **prepare_options))
-        except DamchaError as exc:
-            # The same error, saying which entity it is about.
-            raise type(exc)(f"entity {entity!r} of {label}: {exc}",
-                            cli=None if exc.cli is None else f"entity {entity!r} of {label}: {exc.cli}") from exc
     columns = series[0].history_columns
     for entity, one in zip(entities, series):
         if one.history_columns != columns or one.freq != series[0].freq:
@@ -281,7 +314,8 @@ def prepare_entities(frame: pd.DataFrame, label: str, *, entity_col: str, scaler
         static_scaler = StandardScaler.fit(static_values)  # over the entities: one value each
         scaled = static_scaler.transform(static_values).astype(np.float32)
         series = [dataclasses.replace(s, static_covariates=scaled[i]) for i, s in enumerate(series)]
-    return EntitySeries(entity_col, entities, series, scaler, static, static_values, static_scaler)
+    return EntitySeries(entity_col, entities, series, scaler, static, static_values, static_scaler,
+                        id_dtype_of(frame[entity_col].dtype))
 
 
 def _one_scaler(series: list[SeriesData]) -> list[SeriesData]:

@@ -5,7 +5,9 @@ covariates, so each forecast runs through that entity's :class:`Predictor`
 (``predictor.for_entity(name)``). Output frames carry the entity column first: wide (entity, time,
 variates) or long (the input's long columns with the entity). ``evaluate`` reports each entity and
 all of them pooled (every window of every entity counts once); ``backtest`` and
-``cross_validation`` count each entity's cutoffs from its own last row.
+``cross_validation`` count each entity's cutoffs from its own last row. Inside, ids are text; in
+what comes back they have the dtype of the fit data's entity column (int ids stay int), and an
+error about one entity names it.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from damcha_ts.data.entities import check_entities, split_entities
-from damcha_ts.errors import ConfigError, DamchaError
+from damcha_ts.data.entities import check_entities, entity_errors, split_entities, typed_ids
+from damcha_ts.errors import ConfigError
 
 
 def refuse_entities(predictor, action: str) -> None:
@@ -68,32 +70,50 @@ def predict_entities(predictor, data: Any = None, *, entities: Sequence[str] | N
                               f"{predictor.entities[:10]} (a new entity needs a model fitted with it)")
     known = predictor.entities if tables is None else [e for e in predictor.entities if e in tables]
     chosen = check_entities(predictor.entities, entities if entities is not None else known)
-    futures = None if future is None else entity_tables(meta, future, "future")
+    futures = None if future is None else future_tables(predictor, future)
     pieces = []
     for entity in chosen:
         one = predictor.for_entity(entity)
-        if tables is None:
-            if one.history is None:
-                raise ConfigError("this model was saved without history; pass the history to predict(data)")
-            values, stamps = one.history
-        else:
-            if entity not in tables:
-                raise ConfigError(f"entity {entity!r} is not in the data given to predict()")
-            try:
-                values, stamps = history_from(one.meta, tables[entity], dict(data_options or {}))[2:]
-            except DamchaError as exc:  # the same error, saying which entity it is about
-                raise type(exc)(f"entity {entity!r}: {exc}") from exc
-        given = None if futures is None else futures.get(entity)
-        if futures is not None and given is None:
-            raise ConfigError(f"future= has no rows for entity {entity!r} (its {meta.entity_col!r} column)")
-        rows = future_values(one.meta, given, one.future_timestamps(stamps[-1]))
-        forecast = with_intervals(one, one.forecast_after(values, stamps, rows), level)
+        if tables is None and one.history is None:
+            raise ConfigError("this model was saved without history; pass the history to predict(data)")
+        if tables is not None and entity not in tables:
+            raise ConfigError(f"entity {entity!r} is not in the data given to predict()")
+        if futures is not None and entity not in futures:
+            raise ConfigError(f"future= has no rows for entity {entity!r} (its {meta.entity_col!r} column)",
+                              cli=f"--future has no rows for entity {entity!r} (its {meta.entity_col!r} column)")
+        with entity_errors(entity):  # a short or broken history or future of one entity names it
+            values, stamps = one.history if tables is None else history_from(
+                one.meta, tables[entity], dict(data_options or {}))[2:]
+            rows = future_values(one.meta, None if futures is None else futures[entity],
+                                 one.future_timestamps(stamps[-1]))
+            forecast = with_intervals(one, one.forecast_after(values, stamps, rows), level)
         kind = "long" if meta.input_kind == "long" else "wide"
         piece = format_forecast(forecast, kind, meta.input_options, meta.input_options.get("input_columns"))
         piece = piece.reset_index() if kind == "wide" else piece.reset_index(drop=True)
         piece.insert(0, meta.entity_col, entity)
         pieces.append(piece)
-    return pd.concat(pieces, ignore_index=True)
+    return with_typed_ids(pd.concat(pieces, ignore_index=True), meta)
+
+
+def future_tables(predictor, future: Any) -> dict[str, pd.DataFrame]:
+    """``future`` cut into one table per entity; rows of an entity the model does not know are
+    refused (a typo in an id would otherwise leave that entity's future unread, silently)."""
+    tables = entity_tables(predictor.meta, future, "future")
+    unknown = [e for e in tables if e not in set(predictor.entities)]
+    if unknown:
+        count = len(predictor.entities)
+        detail = (f"has rows for the entities {unknown[:10]}, which the model was not fitted on (it knows "
+                  f"{predictor.entities[:10]}{' ...' if count > 10 else ''}); give the future of its entities only "
+                  f"(the {predictor.meta.entity_col!r} column)")
+        raise ConfigError(f"future= {detail}", cli=f"--future {detail}")
+    return tables
+
+
+def with_typed_ids(frame: pd.DataFrame, meta) -> pd.DataFrame:
+    """``frame`` with its entity column in the dtype of the fit data's ids (int ids stay int, so
+    the forecast merges back on them)."""
+    frame[meta.entity_col] = typed_ids(frame[meta.entity_col], meta.entity_dtype)
+    return frame
 
 
 def entity_rows(predictor, series=None, data: Any = None, data_options: Mapping[str, Any] | None = None) -> dict:
@@ -109,7 +129,8 @@ def entity_rows(predictor, series=None, data: Any = None, data_options: Mapping[
     for entity, table in entity_tables(predictor.meta, data).items():
         if entity not in predictor.entities:
             raise ConfigError(f"entity {entity!r} of the data is not one of the model's {predictor.entities[:10]}")
-        frame = load_history(predictor.for_entity(entity).meta, table, dict(data_options or {}))[2]
+        with entity_errors(entity):
+            frame = load_history(predictor.for_entity(entity).meta, table, dict(data_options or {}))[2]
         rows[entity] = (frame[predictor.meta.history_columns].to_numpy(dtype=np.float64), frame.index)
     return rows
 
@@ -121,11 +142,12 @@ def backtest_entities(predictor, rows: Mapping[str, tuple], *, n_windows: int, s
 
     pieces = []
     for entity, (values, stamps) in rows.items():
-        piece = backtest(predictor.for_entity(entity), values, stamps, n_windows=n_windows, step=step,
-                         input_options=predictor.meta.input_options, level=level)
+        with entity_errors(entity):  # e.g. too few rows for the windows
+            piece = backtest(predictor.for_entity(entity), values, stamps, n_windows=n_windows, step=step,
+                             input_options=predictor.meta.input_options, level=level)
         piece.insert(0, predictor.meta.entity_col, entity)
         pieces.append(piece)
-    return pd.concat(pieces, ignore_index=True)
+    return with_typed_ids(pd.concat(pieces, ignore_index=True), predictor.meta)
 
 
 def cross_validation_entities(predictor, rows: Mapping[str, tuple], *, n_windows: int, step: int, refit, train,
@@ -139,7 +161,10 @@ def cross_validation_entities(predictor, rows: Mapping[str, tuple], *, n_windows
     every = refit_every(refit)
     if not every:
         return backtest_entities(predictor, rows, n_windows=n_windows, step=step, level=level)
-    positions = {e: cutoffs(len(v), n_windows, step, predictor.lookback, predictor.horizon) for e, (v, _) in rows.items()}
+    positions = {}
+    for entity, (values, _) in rows.items():
+        with entity_errors(entity):
+            positions[entity] = cutoffs(len(values), n_windows, step, predictor.lookback, predictor.horizon)
     pieces, refits = [], []
     for first in range(0, n_windows, every):
         group = range(first, min(first + every, n_windows))
@@ -151,7 +176,8 @@ def cross_validation_entities(predictor, rows: Mapping[str, tuple], *, n_windows
                                         n_windows=len(group), step=step, level=level))
         refits.append({"cutoffs": {e: str(t[positions[e][first]]) for e, (_, t) in rows.items()}, "windows": len(group),
                        "rows": sum(len(v) for v, _ in known.values()), **dict(facts)})
-    frame = pd.concat(pieces, ignore_index=True)
+    # The window models were fitted on a table of text ids (api._window_table): typed as this model's.
+    frame = with_typed_ids(pd.concat(pieces, ignore_index=True), predictor.meta)
     frame.attrs["refits"] = refits
     return frame
 
@@ -165,12 +191,15 @@ def evaluate_entities(predictor, series, split: str, batch_size: int, level: Any
     for entity in series.entities:
         one = series.entity(entity)
         if one.window_count(split) > 0:
-            per_entity[entity] = predictor.for_entity(entity).evaluate(one, split, batch_size, level=level or None)
+            with entity_errors(entity):
+                per_entity[entity] = predictor.for_entity(entity).evaluate(one, split, batch_size, level=level or None)
     if not per_entity:
         raise ConfigError(f"evaluate(): no entity has a {split} window")
     windows = np.array([scores["windows"] for scores in per_entity.values()], dtype=np.float64)
     first = next(iter(per_entity.values()))
     pooled = {key: float(np.dot(windows, [s[key] for s in per_entity.values()]) / windows.sum())
               for key in first if key not in ("dataset", "split", "windows", "wql")}
+    ids = typed_ids(pd.Series(list(per_entity), dtype=object), predictor.meta.entity_dtype).tolist()
     return {"dataset": series.name, "split": split, **pooled, "windows": int(windows.sum()),
-            "entities": {e: {k: v for k, v in s.items() if k not in ("dataset", "split")} for e, s in per_entity.items()}}
+            "entities": {i: {k: v for k, v in s.items() if k not in ("dataset", "split")}
+                         for i, s in zip(ids, per_entity.values())}}

@@ -87,6 +87,9 @@ class SeriesMeta:
     # (``for_entity``) has no entities and its raw ``static_values``.
     entity_col: str | None = None
     entities: list[str] = field(default_factory=list)
+    # The dtype the ids come back in (int64, ...: numeric ids stay numbers); None: text, as inside
+    # (and for directories saved before this field).
+    entity_dtype: str | None = None
     entity_scalers: dict = field(default_factory=dict)
     static_covariates: list[str] = field(default_factory=list)
     static_mean: list[float] = field(default_factory=list)
@@ -155,6 +158,7 @@ def _entity_meta(entities, **options) -> SeriesMeta:
     statics = entities.static_scaler
     return dataclasses.replace(
         first, name=str(entities.name), entity_col=entities.entity_col, entities=list(entities.entities),
+        entity_dtype=entities.id_dtype,
         entity_scalers={e: scalers(i, one) for i, (e, one) in enumerate(zip(entities.entities, entities.series))},
         static_covariates=list(entities.static_columns),
         static_mean=[] if statics is None else [float(v) for v in statics.mean_],
@@ -495,11 +499,14 @@ def _check_series_meta(data: Mapping, path: Path) -> SeriesMeta:
 
 
 def _check_entities(meta: SeriesMeta, columns: list[str], covariates: list[str], statics: list[str], where) -> None:
-    """A many-entity model's entity column, names and per-entity scalers."""
+    """A many-entity model's entity column, names, id dtype and per-entity scalers."""
     entities = _check_names(meta.entities, where("entities"))
     if entities and not isinstance(meta.entity_col, str):
         raise ConfigError(f"{where('entity_col')}={meta.entity_col!r}: a model of {len(entities)} entities needs the "
                           "name of their column")
+    if meta.entity_dtype is not None and not _ids_take(entities, meta.entity_dtype):
+        raise ConfigError(f"{where('entity_dtype')}={meta.entity_dtype!r} is neither null (text ids) nor a numeric "
+                          f"dtype (int64, float64, ...) that the entities {entities[:5]} are numbers of")
     if not isinstance(meta.entity_scalers, dict) or sorted(meta.entity_scalers) != sorted(entities):
         raise ConfigError(f"{where('entity_scalers')} must hold one scaler for each of the entities {entities[:5]}")
     for entity, own in meta.entity_scalers.items():
@@ -509,6 +516,20 @@ def _check_entities(meta: SeriesMeta, columns: list[str], covariates: list[str],
             _check_scaler(own[key], named, where(f"entity_scalers[{entity!r}].{key}"), scale=key.endswith("_scale"))
     if meta.static_values:
         _check_scaler(meta.static_values, statics, where("static_values"), scale=False)
+
+
+def _ids_take(entities: list[str], dtype: Any) -> bool:
+    """Whether the text ``entities`` are numbers of ``dtype`` that read back as the same text."""
+    import pandas as pd
+
+    from damcha_ts.data.entities import id_dtype_of, typed_ids
+
+    if not isinstance(dtype, str) or id_dtype_of(dtype) != dtype:
+        return False
+    try:
+        return typed_ids(pd.Series(entities, dtype=object), dtype).astype(str).tolist() == entities
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 _ENTITY_SCALER_KEYS = ("scaler_mean", "scaler_scale", "covariate_mean", "covariate_scale", "static")

@@ -113,6 +113,14 @@ def fit_argv(data: Path, out: Path, *extra: str) -> list[str]:
             "--set", "training.max_epochs=2", "--set", "training.batch_size=16", "--no-plot", "--out", out, *extra]
 
 
+def fitted_run(folder: Path, frame: pd.DataFrame, *extra: str) -> Path:
+    """The run folder of a ``damcha-ts fit`` (:func:`fit_argv` with ``extra``) on ``frame``, written
+    as ``folder/data.csv``; the fit must succeed (a fixture for the rows that use its model)."""
+    outcome = run_cli(fit_argv(write_csv(frame, folder / "data.csv"), folder / "run", *extra))
+    assert outcome.code == 0, outcome.stderr
+    return folder / "run"
+
+
 def fit_case(*extra: str):
     """A Case's ``make``: ``damcha-ts fit`` of :func:`fit_argv` on a fresh :func:`hourly_frame` CSV, with ``extra``."""
     def make(folder: Path, fixtures: dict) -> list[str]:
