@@ -220,8 +220,10 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 def _merge_other_results(sources: list[str], results: Path) -> None:
     """Add the finished cells of other machines' results CSVs (``--merge``), one line per row."""
-    from damcha_ts.leaderboard.merge import merge_results
+    from damcha_ts.leaderboard.merge import check_merge_source, merge_results
 
+    for source in sources:  # every source checked first: a bad row in the last one merges nothing
+        check_merge_source(source, results)
     for source in sources:
         for row in merge_results(source, results):
             print(f"merged {row['dataset']} {row['model']} H={row['horizon']} seed={row['seed']}: "

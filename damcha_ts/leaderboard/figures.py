@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from damcha_ts.leaderboard import plots
+from damcha_ts.leaderboard.paths import inside
 from damcha_ts.leaderboard.tables import (
     MAIN_MODELS,
     DatasetResults,
@@ -83,7 +84,7 @@ class PlannedFigure:
         return self.spec.key.format(**self.fields)
 
     def path(self, plots_dir: Path) -> Path:
-        return Path(plots_dir) / self.spec.file.format(**self.fields)
+        return inside(plots_dir, self.spec.file.format(**self.fields))
 
     def draw(self, plots_dir: Path) -> Path | None:
         """Write the PNG; None when its input holds nothing to draw (a sample without metrics)."""

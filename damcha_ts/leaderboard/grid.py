@@ -51,12 +51,12 @@ a path found only among the shipped configs (``configs/itransformer_mha/etth1.ya
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from damcha_ts.errors import ConfigError
+from damcha_ts.leaderboard.paths import safe_name
 from damcha_ts.schema import load_shipped, reject_unknown_keys, yaml_number
 
 NAIVE_METHODS = ("repeat_last", "window_mean")
@@ -245,7 +245,7 @@ def load_grid(path: str | Path) -> LeaderboardGrid:
     models = _parse_models(raw["models"], path)
     datasets, dataset_seeds = _parse_datasets(raw["datasets"], [m.label for m in models], path)
     return LeaderboardGrid(
-        name=_safe_name(raw["name"], f"{path}: name"),
+        name=safe_name(raw["name"], f"{path}: name"),
         path=path,
         project_root=_project_root(path),
         horizons=_int_list(raw["horizons"], f"{path}: horizons", minimum=1),
@@ -318,7 +318,7 @@ def _parse_models(raw_models, path: Path) -> tuple[ModelEntry, ...]:
         models.append(
             ModelEntry(
                 name=base,
-                label=_safe_name(entry.get("label", entry["name"]), f"{where}.label"),
+                label=safe_name(entry.get("label", entry["name"]), f"{where}.label"),
                 config=_check_template(str(entry.get("config", DEFAULT_MODEL_CONFIG)), f"{where}.config"),
                 overrides=(*presets, *_str_list(entry.get("overrides"), f"{where}.overrides")),
                 seeds=_int_list(entry["seeds"], f"{where}.seeds") if "seeds" in entry else None,
@@ -505,14 +505,6 @@ def _published_model(value, where: str) -> str:
     if value not in models:
         raise ConfigError(f"{where}: {value!r} is not a published model ({', '.join(models)})")
     return value
-
-
-def _safe_name(value, where: str) -> str:
-    """Grid names and model labels become folder and file names: letters, digits, '_', '-', '.'."""
-    text = str(value)
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", text):
-        raise ConfigError(f"{where}: {text!r} may only use letters, digits, '_', '-' and '.' (it names folders)")
-    return text
 
 
 def _check_template(template: str, where: str) -> str:

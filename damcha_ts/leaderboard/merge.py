@@ -23,19 +23,34 @@ def merge_results(source: str | Path, path: str | Path) -> list[dict]:
     another config is added beside ours, and the report shows the one whose hash the grid has now.
     """
     source, path = Path(source), Path(path)
-    if not source.is_file():
-        raise DataError(f"{source}: no results CSV to merge")
-    added = [row for row in read_results(source) if append_result(path, row)]
-    curves = {cell_key(item): item for item in load_curves(source)}
+    rows, curves, samples = check_merge_source(source, path)
+    added = [row for row in rows if append_result(path, row)]
     record_curves(path, [(row, _curve_fields(curves.get(cell_key(row)))) for row in added])
     for row in added:
         # One sample per (dataset, model, horizon), whatever the seed: one we have stays ours.
-        sample = sample_path(source, row["dataset"], row["model"], row["horizon"])
-        target = sample_path(path, row["dataset"], row["model"], row["horizon"])
+        sample, target = samples[cell_key(row)]
         if sample.is_file() and not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(target, sample.read_bytes())
     return added
+
+
+def check_merge_source(source: str | Path, path: str | Path) -> tuple[list[dict], dict, dict]:
+    """What merging ``source`` into ``path`` reads and writes, all checked before anything is merged:
+    its rows (a label that could name a file outside a results folder is refused), its curves by
+    cell, and each cell's sample (source, target), both proved inside their folders. A DataError
+    names the file, and the line and column of a bad row."""
+    source = Path(source)
+    if not source.is_file():
+        raise DataError(f"{source}: no results CSV to merge")
+    try:
+        rows = read_results(source)
+        curves = {cell_key(item): item for item in load_curves(source)}
+        samples = {cell_key(row): (sample_path(source, row["dataset"], row["model"], row["horizon"]),
+                                   sample_path(path, row["dataset"], row["model"], row["horizon"])) for row in rows}
+    except DataError as exc:
+        raise DataError(f"{exc}; nothing was merged") from exc
+    return rows, curves, samples
 
 
 def _curve_fields(item: dict | None) -> dict | None:

@@ -220,9 +220,14 @@ def leaderboard_studies(storage, grids: Iterable[str] | None = None) -> list:
 def finished_cells(storage, grids: Iterable[str] | None = None) -> list[tuple[dict, dict | None]]:
     """(row, curves) of every finished cell of the grids' studies in the storage (every grid's when
     ``grids`` is None), in the order they finished."""
+    from damcha_ts.leaderboard.results import check_labels
+
     finished = []
     for study in leaderboard_studies(storage, grids):
-        finished.extend(cell_states(study).done.values())
+        for trial in cell_states(study).done.values():
+            if ROW_ATTR in trial.user_attrs:  # a shared storage's rows name sample and plot files too
+                check_labels(trial.user_attrs[ROW_ATTR], f"study {study.study_name!r}, trial {trial.number}, row")
+            finished.append(trial)
     # The row's own timestamp first: imported rows keep the order they finished in, not the import's.
     finished.sort(key=lambda t: (str(t.user_attrs.get(ROW_ATTR, {}).get("timestamp") or ""), t.datetime_complete, t.number))
     return [(dict(t.user_attrs[ROW_ATTR]), t.user_attrs.get(CURVES_ATTR)) for t in finished if ROW_ATTR in t.user_attrs]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from damcha_ts.errors import DataError
 from damcha_ts.files import locked_folder, write_atomically
+from damcha_ts.leaderboard.paths import inside, safe_name
 
 # The issue fixes the first six columns; the rest say how the number was produced.
 RESULT_COLUMNS = (
@@ -39,6 +40,9 @@ RESULT_COLUMNS = (
 INT_COLUMNS = ("horizon", "seed", "epochs_run", "best_epoch", "n_params")
 FLOAT_COLUMNS = ("mse", "mae", "seconds_per_epoch", "wall_seconds")
 
+# The columns whose values name files (prediction samples, plots): checked wherever rows come in.
+LABEL_COLUMNS = ("dataset", "model")
+
 CellKey = tuple[str, str, int, int, str]  # dataset, model, horizon, seed, config_hash
 # Prediction samples (for the report's plots) live next to the CSV, one per dataset/model/horizon.
 SAMPLES_DIR = "samples"
@@ -53,6 +57,12 @@ def key_fields(key: CellKey) -> dict:
     """A cell key as the named fields of a row (what curves.json and the storage keep)."""
     dataset, model, horizon, seed, config_hash = key
     return {"dataset": dataset, "model": model, "horizon": horizon, "seed": seed, "config_hash": config_hash}
+
+
+def check_labels(row: Mapping, where: str) -> None:
+    """A DataError naming ``where`` and the column when a label of ``row`` could not name a file."""
+    for column in LABEL_COLUMNS:
+        safe_name(row.get(column, ""), f"{where}, column {column!r}", DataError)
 
 
 def _parse(value: str, column: str):
@@ -79,15 +89,17 @@ def read_results(path: str | Path) -> list[dict]:
             if None in raw or any(raw[c] is None for c in RESULT_COLUMNS):
                 raise DataError(f"{path}, line {line}: expected {len(RESULT_COLUMNS)} fields")
             try:
-                rows.append({c: _parse(raw[c], c) for c in RESULT_COLUMNS})
+                row = {c: _parse(raw[c], c) for c in RESULT_COLUMNS}
             except ValueError as exc:
                 raise DataError(f"{path}, line {line}: {exc}") from exc
+            check_labels(row, f"{path}, line {line}")
+            rows.append(row)
     return rows
 
 
 def sample_path(results_path: str | Path, dataset: str, model: str, horizon: int) -> Path:
     """Where the report's plots find the prediction sample of a (dataset, model, horizon)."""
-    return Path(results_path).parent / SAMPLES_DIR / f"{dataset}__{model}__H{horizon}.npz"
+    return inside(Path(results_path).parent / SAMPLES_DIR, f"{dataset}__{model}__H{horizon}.npz")
 
 
 def _format(value) -> str:
