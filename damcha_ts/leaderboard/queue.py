@@ -63,11 +63,11 @@ def default_storage(results_path: str | Path) -> Path:
     return Path(results_path).parent / STORAGE_FILE
 
 
-def open_leaderboard_storage(url: str, settings: QueueSettings = QueueSettings()):
+def open_leaderboard_storage(url: str, settings: QueueSettings = QueueSettings(), *, writable: bool = True):
     from damcha_ts.workqueue.storage import open_storage
 
     return open_storage(url, heartbeat_interval=settings.heartbeat_interval,
-                        grace_period=settings.grace_period, max_retry=settings.max_retry)
+                        grace_period=settings.grace_period, max_retry=settings.max_retry, writable=writable)
 
 
 def open_grid_study(storage, grid_column: str):

@@ -214,7 +214,7 @@ def run_leaderboard(
     """Run the cells of ``grid`` that have no row yet (at most ``max_cells`` here) on the grid's study
     in ``storage`` (default: ``leaderboard.db`` beside ``results_path``), with ``workers`` workers on
     this machine (default: one per GPU, or one); then export the CSV from the storage."""
-    from damcha_ts.workqueue.storage import display_url, is_journal, resolve_storage_url
+    from damcha_ts.workqueue.storage import display_url, resolve_storage_url
 
     results_path, runs_dir = Path(results_path), Path(runs_dir)
     url = resolve_storage_url(storage if storage else default_storage(results_path), results_path.parent)
@@ -228,10 +228,6 @@ def run_leaderboard(
     runnable = _cells_to_run(summary, study, resolved, results_path, retry_failed=retry_failed,
                              max_retry=settings.max_retry, download=download, log=log)
     added = enqueue_cells(study, runnable, retry_failed=retry_failed, max_retry=settings.max_retry)
-    if is_journal(url) and wait:
-        log(f"{summary.storage}: a journal file has no heartbeats, so a cell whose worker died stays RUNNING; "
-            "workers here stop when nothing is waiting (see --status)")
-        wait = False
     workers = _worker_count(workers, len(runnable), max_cells)
     if summary.already_finished == len(resolved):
         log(f"leaderboard {grid.name}: all {len(cells)} cells have a row; nothing to run")
@@ -402,7 +398,8 @@ def _stored_states(url: str, grid_column: str):
         return CellStates()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        study = optuna.load_study(study_name=study_name(grid_column), storage=open_leaderboard_storage(url))
+        study = optuna.load_study(study_name=study_name(grid_column),
+                                  storage=open_leaderboard_storage(url, writable=False))
     except KeyError:  # no such study yet
         return CellStates()
     return cell_states(study)

@@ -34,7 +34,7 @@ from damcha_ts.files import write_atomically
 from damcha_ts.tuning.objective import LAUNCH_ATTR
 from damcha_ts.workqueue.queue import new_launch_token
 from damcha_ts.tuning.space import SearchSpec, load_search_spec, parse_search_spec
-from damcha_ts.workqueue.storage import display_url, open_storage, resolve_storage_url
+from damcha_ts.workqueue.storage import display_url, open_storage, refuse_read_only, resolve_storage_url
 
 DEFAULT_OUT_ROOT = Path("runs") / "tune"
 BEST_CONFIG_FILE = "best_config.yaml"
@@ -362,6 +362,7 @@ def _set_up(
     name = study_name or spec.study_name
     out_dir = (Path(out_dir) if out_dir is not None else DEFAULT_OUT_ROOT / name).resolve()
     url = resolve_storage_url(storage, out_dir)  # a bad --storage fails before anything is written
+    refuse_read_only(url)
     out_dir.mkdir(parents=True, exist_ok=True)
     return _StudySetup(spec, base, base_config, name, out_dir, url, {**spec.trainer_kwargs, **(trainer_kwargs or {})})
 

@@ -4,14 +4,20 @@
 - ``sqlite:///...``, ``postgresql://...``, ``mysql+pymysql://...`` -> :class:`optuna.storages.RDBStorage`
   with heartbeats, so the trial of a killed worker is marked FAILED and queued again;
 - ``journal:///abs/path.log``, ``journal://rel/path.log`` or a plain path ending in ``.log`` ->
-  :class:`optuna.storages.JournalStorage` (for NFS without a database server; Optuna has no
-  heartbeat for it, so a killed worker's trial stays RUNNING there);
+  :class:`optuna.storages.JournalStorage` (for NFS without a database server), with heartbeats of
+  our own (Optuna has none for journals), so a killed worker's trial is failed and queued again there too;
 - a plain path ending in ``.db``, ``.sqlite`` or ``.sqlite3`` -> that SQLite file.
+
+A SQLite file that cannot be written (read-only, or opened with ``mode=ro``) is refused with its
+name before a run starts; reading it (``leaderboard --status``) works.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import re
+import time
 import warnings
 from pathlib import Path
 
@@ -86,35 +92,88 @@ def _checked_database_url(url: str) -> str:
 
 
 def sqlite_path(url: str) -> Path | None:
-    """The file of a SQLite URL (any driver spelling, ``sqlite+pysqlite:///...`` too), else None."""
+    """The file of a SQLite URL (any driver spelling, ``sqlite+pysqlite:///...`` too, and SQLite's
+    URI filenames, ``sqlite:///file:/path/study.db?mode=ro&uri=true``), else None."""
     if is_journal(url) or "://" not in url:
+        return None
+    from urllib.parse import unquote
+
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    database = parsed.database
+    if _query_flag(parsed, "uri") and database.startswith("file:"):
+        # The file of "file:PATH" or "file://HOST/PATH" (SQLite takes an empty or "localhost" host).
+        database = unquote(database[len("file:") :].partition("?")[0])
+        if database.startswith("//"):
+            database = "/" + database[2:].partition("/")[2]
+    return Path(database)
+
+
+def _query_value(parsed, key: str) -> str:
+    """A query parameter of a parsed URL, lower-cased ("" when absent; the last of a repeated one)."""
+    value = parsed.query.get(key, "")
+    return str(value[-1] if isinstance(value, tuple) else value).lower()
+
+
+def _query_flag(parsed, key: str) -> bool:
+    return _query_value(parsed, key) in ("1", "true", "yes", "on")
+
+
+def read_only_reason(url: str) -> str | None:
+    """Why the SQLite file of ``url`` cannot be written, or None (it can, or the storage is no SQLite
+    file). What SQLite itself would refuse: ``mode=ro`` or ``immutable=1`` in a URI filename, a file
+    without write permission for this user, or a folder where its journal file cannot be created."""
+    path = sqlite_path(url)
+    if path is None:
         return None
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)
-    return Path(parsed.database) if parsed.get_backend_name() == "sqlite" and parsed.database else None
+    if _query_flag(parsed, "uri") and (_query_value(parsed, "mode") == "ro" or _query_flag(parsed, "immutable")):
+        return "the URL opens it read-only: mode=ro or immutable=1"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "no write permission"
+    if path.parent.is_dir() and not os.access(path.parent, os.W_OK):
+        return f"its folder {path.parent} is read-only, and SQLite writes a journal file beside it"
+    return None
+
+
+def refuse_read_only(url: str) -> None:
+    """A one-line ConfigError naming the SQLite file when a run could not write its trials there."""
+    reason = read_only_reason(url)
+    if reason is not None:
+        raise ConfigError(f"storage {display_url(url)!r}: the SQLite file {sqlite_path(url)} is read-only "
+                          f"({reason}); a run writes its trials there, so make it writable or give another "
+                          "--storage")
 
 
 def is_journal(url: str) -> bool:
     return url.startswith(JOURNAL_PREFIX)
 
 
-def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_retry: int):
+def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_retry: int, writable: bool = True):
     """An Optuna storage for a URL from :func:`resolve_storage_url`.
 
-    RDB storages get a heartbeat: a worker's trial whose heartbeat is older than ``grace_period``
+    Every storage gets a heartbeat: a worker's trial whose heartbeat is older than ``grace_period``
     seconds is marked FAILED by the next worker that starts a trial, and queued again (up to
-    ``max_retry`` times) with the same parameters.
+    ``max_retry`` times) with the same parameters. ``writable=False`` (only reading it) accepts a
+    read-only SQLite file, which is otherwise refused (:func:`refuse_read_only`).
     """
     import optuna
     from sqlalchemy.exc import SQLAlchemyError
 
+    if writable:
+        refuse_read_only(url)
     if is_journal(url):
         from optuna.storages.journal import JournalFileBackend
 
         path = Path(url[len(JOURNAL_PREFIX) :])
         path.parent.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        return _heartbeat_journal_class()(JournalFileBackend(str(path)), heartbeat_interval, grace_period,
+                                          retry_callback(max_retry))
 
     engine_kwargs = {}
     sqlite = sqlite_path(url) is not None
@@ -152,6 +211,57 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
             raise ConfigError(
                 f"storage {display_url(url)!r} cannot be opened: {hide_secrets(_first_line(exc), url)}"
             ) from exc
+
+
+# The system attribute of a journal trial holding its worker's last heartbeat (seconds since the epoch).
+JOURNAL_HEARTBEAT_ATTR = "damcha_ts:heartbeat"
+
+
+@functools.cache
+def _heartbeat_journal_class():
+    """Optuna's journal storage with heartbeats (a class made on first use: importing this module
+    loads no optuna).
+
+    Optuna keeps heartbeats only in databases, so on a journal file ``fail_stale_trials`` did nothing
+    and a killed worker's trial stayed RUNNING for ever. Here a beat is a system attribute of the trial,
+    the writer's wall-clock time (the machines sharing a journal need clocks in step to well within the
+    grace period); implementing Optuna's ``BaseHeartbeat`` makes ``fail_stale_trials``, its retry
+    callback and ``workqueue.queue.Heartbeat`` work on it as on a database."""
+    import optuna
+    from optuna.storages._heartbeat import BaseHeartbeat  # the interface RDBStorage implements
+    from optuna.trial import TrialState
+
+    class HeartbeatJournalStorage(optuna.storages.JournalStorage, BaseHeartbeat):
+        def __init__(self, backend, heartbeat_interval: int, grace_period: int, stale_trial_callback) -> None:
+            super().__init__(backend)
+            self.heartbeat_interval, self.grace_period = heartbeat_interval, grace_period
+            self.stale_trial_callback = stale_trial_callback
+
+        def record_heartbeat(self, trial_id: int) -> None:
+            self.set_trial_system_attr(trial_id, JOURNAL_HEARTBEAT_ATTR, time.time())
+
+        def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+            limit = time.time() - self.grace_period
+            stale = []
+            for trial in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
+                beat = trial.system_attrs.get(JOURNAL_HEARTBEAT_ATTR)
+                # A queued copy carries its original's system attributes, last beat included: its
+                # own start counts as a beat. A trial never beaten is not ours to judge (as in Optuna).
+                started = trial.datetime_start.timestamp() if trial.datetime_start else 0.0
+                if beat is not None and max(float(beat), started) < limit:
+                    stale.append(self.get_trial_id_from_study_id_trial_number(study_id, trial.number))
+            return stale
+
+        def get_heartbeat_interval(self) -> int:
+            return self.heartbeat_interval
+
+        def get_heartbeat_stale_trial_callback(self):
+            return self.stale_trial_callback
+
+        def get_failed_trial_callback(self):  # the name Optuna before 4.9 asks for
+            return self.stale_trial_callback
+
+    return HeartbeatJournalStorage
 
 
 def _serialised_sqlite(storage):

@@ -3,8 +3,10 @@
 Matrix rows: what the user runs → what ``damcha-ts leaderboard`` / ``damcha-ts tune`` says, and what
 must hold afterwards: a run over one grid keeps the other grids' sections, a run that trains nothing
 changes no file, a data file that fails its checksum is an error (both digests named) while a missing
-one is skipped, and no credential of a ``--storage`` URL is ever shown or written. Every leaderboard
-case writes into its own results folder (``--results``), never into benchmarks/results.
+one is skipped, and no credential of a ``--storage`` URL is ever shown or written. A read-only SQLite
+storage is named in one line by ``leaderboard`` and ``tune`` (and ``--status`` still reads it), a
+journal storage frees the cell of a SIGKILLed worker.
+Every leaderboard case writes into its own results folder (``--results``), never into benchmarks/results.
 """
 
 from __future__ import annotations
@@ -169,6 +171,39 @@ def _no_study_folder(folder: Path) -> None:
 # A closed local port: the driver fails at once ("Connection refused"), after the URL was parsed.
 CLOSED = "127.0.0.1:1"
 
+
+def _read_only_storage(folder: Path) -> str:
+    """A leaderboard storage with the smoke grid's repeat_last cell waiting, opened read-only: SQLite's
+    ``mode=ro`` refuses every write, as root too (who writes a chmod 0444 file all the same)."""
+    from damcha_ts.leaderboard.cells import resolve_cell
+    from damcha_ts.leaderboard.grid import load_grid
+    from damcha_ts.leaderboard.queue import enqueue_cells, open_grid_study, open_leaderboard_storage
+
+    grid, database = load_grid(SMOKE), folder / "results" / "leaderboard.db"
+    study = open_grid_study(open_leaderboard_storage(f"sqlite:///{database}"), grid.relative_path)
+    enqueue_cells(study, [resolve_cell(c, grid, folder / "runs") for c in grid.cells(only_models=("repeat_last",))])
+    (folder / "before.json").write_text(json.dumps(_snapshot(folder / "results")))
+    return f"sqlite:///file:{database}?mode=ro&uri=true"
+
+
+def _read_only_leaderboard(*extra: str):
+    def make(folder: Path, fixtures: dict) -> list[str]:
+        return _leaderboard(folder, SMOKE, "--storage", _read_only_storage(folder), "--no-download", *extra)
+
+    return make
+
+
+def _tune_on_read_only_storage(folder: Path, fixtures: dict) -> list[str]:
+    argv = _tune("")(folder, fixtures)
+    argv[-1] = _read_only_storage(folder)
+    return argv
+
+
+def _storage_untouched(folder: Path) -> None:
+    """The read-only storage (and everything beside it) as it was; no folder named after its URI."""
+    _nothing_changed(folder)
+    assert not list(folder.parent.rglob("file:*"))
+
 CASES = [
     Case("leaderboard_run_over_one_grid_keeps_the_other_grids_sections", _train_another_cell, 0,
          "ran 1, failed 0", after=_keeps_every_grid, stream="stdout"),
@@ -211,6 +246,15 @@ CASES = [
     Case("storage_sqlite_with_two_slashes_says_how_to_write_it",
          _tune("sqlite://leaderboard.db"), 2,
          "a SQLite file is written with three slashes, sqlite:///leaderboard.db", after=_no_study_folder),
+    Case("storage_read_only_sqlite_is_named_by_leaderboard_without_a_traceback", _read_only_leaderboard(), 2,
+         "leaderboard.db is read-only (the URL opens it read-only: mode=ro or immutable=1); a run writes its "
+         "trials there, so make it writable or give another --storage", after=_storage_untouched),
+    Case("storage_read_only_sqlite_is_named_by_tune_without_a_traceback", _tune_on_read_only_storage, 2,
+         "leaderboard.db is read-only (the URL opens it read-only",
+         after=lambda folder: (_storage_untouched(folder), _no_study_folder(folder))),
+    Case("storage_read_only_sqlite_still_answers_leaderboard_status", _read_only_leaderboard("--status"), 0,
+         "4 cells: 0 done, 0 running, 1 waiting, 0 failed, 3 not queued yet", after=_storage_untouched,
+         stream="stdout"),
     Case("storage_bad_port_is_named_before_anything_runs",
          _tune(f"postgresql+psycopg2://u:{SECRET}@db.example.org:notaport/db"), 2,
          "--storage 'postgresql+psycopg2://u:***@db.example.org:notaport/db': the port 'notaport' is not a number",
@@ -228,6 +272,7 @@ def test_matrix(case, tmp_path, request, monkeypatch):
     # (which sets DAMCHA_TS_DATA in this process) does not outlive its case.
     monkeypatch.setenv("DAMCHA_TS_CACHE", str(tmp_path / "empty_cache"))
     monkeypatch.setenv("DAMCHA_TS_DATA", os.environ.get("DAMCHA_TS_DATA", str(tmp_path / "no_data")))
+    monkeypatch.chdir(tmp_path)  # whatever a case writes beside it lands here, never in the checkout
     fixtures = {}
     if case.name.startswith(("leaderboard_run", "report_grids")):  # the cases that use a results folder
         fixtures = {name: request.getfixturevalue(name) for name in ("reported_results", "data_root")}
@@ -270,3 +315,77 @@ def test_every_credential_form_is_hidden_in_urls_and_driver_errors():
     echoed = f'invalid dsn: missing "=" after "broken{SECRET}" in connection info string ({dsn})'
     hidden = hide_secrets(echoed, dsn)
     assert SECRET not in hidden and 'after "***" in connection info string' in hidden
+
+
+# --- a journal storage and a worker killed with SIGKILL -------------------------------------------
+
+
+def _journal_trials(journal: Path, grid_column: str) -> list:
+    """The grid's trials in a journal file, read as another process sees them (none before it exists)."""
+    import optuna
+    from optuna.storages.journal import JournalFileBackend
+
+    from damcha_ts.leaderboard.queue import study_name
+
+    if not journal.is_file():
+        return []
+    storage = optuna.storages.JournalStorage(JournalFileBackend(str(journal)))
+    try:
+        return optuna.load_study(study_name=study_name(grid_column), storage=storage).get_trials(deepcopy=False)
+    except KeyError:  # the study is not created yet
+        return []
+
+
+@pytest.mark.timeout(300)
+def test_a_journal_storage_frees_the_cell_of_a_sigkilled_worker(tmp_path, data_root, monkeypatch):
+    """Issue 32 #7: on a journal file (Optuna keeps no heartbeat there) a SIGKILLed worker's cell stayed
+    RUNNING for ever and no rerun, --retry-failed included, ran it again. Now the worker beats in the
+    journal too: the rerun of the same command fails the dead worker's trial once its beats are 3 s
+    old (--heartbeat 1) and runs the storage's retry copy of the cell."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from damcha_ts.leaderboard import cells as cells_module
+    from damcha_ts.leaderboard.grid import load_grid
+    from damcha_ts.leaderboard.results import read_results
+    from tests.leaderboard.test_leaderboard_runner import _fake_row
+
+    grid_path = tmp_path / "journal_grid.yaml"
+    smoke = yaml.safe_load(SMOKE.read_text())
+    grid_path.write_text(yaml.safe_dump({**smoke, "naive": [], "models": [{"name": "itransformer_mha"}],
+                                         "overrides": [*smoke["overrides"], "training.max_epochs=50"],
+                                         "trainer": {"limit_train_batches": 200, "limit_val_batches": 4}}))
+    grid, journal, results = load_grid(grid_path), tmp_path / "cells.log", tmp_path / "results" / "leaderboard.csv"
+    argv = ["leaderboard", "--config", grid_path, "--results", results, "--runs-dir", tmp_path / "runs",
+            "--storage", journal, "--heartbeat", "1"]
+    worker = subprocess.Popen([sys.executable, "-m", "damcha_ts.cli.main", *map(str, argv)],
+                              env={**os.environ, "OMP_NUM_THREADS": "1", "DAMCHA_TS_DATA": str(data_root)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while not [t for t in _journal_trials(journal, grid.relative_path)
+                   if t.state.name == "RUNNING" and "worker" in t.user_attrs]:
+            assert worker.poll() is None and time.monotonic() < deadline, "the cell never started"
+            time.sleep(0.1)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    (killed,) = _journal_trials(journal, grid.relative_path)
+    assert killed.state.name == "RUNNING"  # nobody is left to finish it
+    time.sleep(3.5)  # past the grace period (3 beats of 1 s) since its last beat
+
+    # The rerun of the same command; the cell itself is faked: what is tested is that it runs again.
+    monkeypatch.setattr(cells_module, "run_cell", lambda item, trainer_kwargs: _fake_row(item))
+    monkeypatch.setenv("DAMCHA_TS_DATA", str(data_root))
+    outcome = run_cli(argv)
+    assert outcome.code == 0, outcome.stderr
+    assert "ran 1, failed 0, already finished 0, still to run 0" in outcome.stdout, outcome.stdout + outcome.stderr
+    stale, retry = _journal_trials(journal, grid.relative_path)
+    assert stale.number == killed.number and stale.state.name == "FAIL" and "error" not in stale.user_attrs
+    assert retry.state.name == "COMPLETE" and retry.system_attrs["failed_trial"] == killed.number
+    assert [row["model"] for row in read_results(results)] == ["itransformer_mha"]
