@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(
             f"study {result.study_name}: {result.n_trials} trials ({result.n_complete} complete, "
-            f"{result.n_pruned} pruned, {result.n_failed} failed)"
+            f"{result.n_pruned} pruned, {result.n_failed} failed, {result.n_running} running, "
+            f"{result.n_waiting} waiting)"
         )
         if result.best_trial is not None:
             print(f"best: trial {result.best_trial}, val MSE {result.best_value:.6f}, {result.best_params}")

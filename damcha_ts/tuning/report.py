@@ -204,6 +204,7 @@ def write_report(
         *_plot_lines(),
         *_importance_lines(importances, why_not),
         *_top_trial_lines(trials),
+        *_unfinished_trial_lines(trials),
         *_space_lines(search),
     ]
     path = out_dir / REPORT_FILE
@@ -242,9 +243,10 @@ def _overview_lines(study, search: SearchSpec, result: StudyResult, command: str
         "rerun of the command samples anew",
         *([f"- Lightning arguments of every run: `{dict(search.trainer_kwargs)}`"] if search.trainer_kwargs else []),
         "",
-        "| trials | complete | pruned | failed | running |",
-        "|---|---|---|---|---|",
-        f"| {result.n_trials} | {result.n_complete} | {result.n_pruned} | {result.n_failed} | {result.n_running} |",
+        "| trials | complete | pruned | failed | running | waiting |",
+        "|---|---|---|---|---|---|",
+        f"| {result.n_trials} | {result.n_complete} | {result.n_pruned} | {result.n_failed} | {result.n_running} "
+        f"| {result.n_waiting} |",
         "",
     ]
 
@@ -316,6 +318,23 @@ def _top_trial_lines(trials) -> list[str]:
     for t in ranked:
         params = ", ".join(f"`{k}`={_format(v)}" for k, v in t.params.items())
         lines.append(f"| {t.number} | {t.value:.6f} | {t.user_attrs.get('epochs_run', '')} | {params} |")
+    return lines
+
+
+def _unfinished_trial_lines(trials) -> list[str]:
+    """Every trial still RUNNING or WAITING, with its state: a trial stuck RUNNING (its worker gone on
+    a storage without heartbeats, or not yet past the grace period) is seen, not left out."""
+    from damcha_ts.workqueue.queue import WORKER_ATTR
+
+    unfinished = [t for t in trials if not t.state.is_finished()]
+    if not unfinished:
+        return []
+    lines = ["", f"## {len(unfinished)} trials not finished", "", "| trial | state | worker | started | parameters |",
+             "|---|---|---|---|---|"]
+    for t in unfinished:
+        params = ", ".join(f"`{k}`={_format(v)}" for k, v in t.params.items())
+        started = t.datetime_start.isoformat(sep=" ", timespec="seconds") if t.datetime_start else ""
+        lines.append(f"| {t.number} | {t.state.name} | {t.user_attrs.get(WORKER_ATTR, '')} | {started} | {params} |")
     return lines
 
 

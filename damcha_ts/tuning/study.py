@@ -67,6 +67,7 @@ class StudyResult:
     tuned: dict | None = None  # the best config retrained: val_mse, test mse/mae, ...
     default: dict | None = None  # the base config, trained the same way (--compare-default)
     worker_exit_codes: list[int] = field(default_factory=list)
+    n_waiting: int = 0  # queued, not started (a stopped launch's trials, ones enqueued by hand)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -532,6 +533,7 @@ def summarize(study, search: SearchSpec, url: str, out_dir: Path) -> StudyResult
         n_pruned=count[TrialState.PRUNED],
         n_failed=count[TrialState.FAIL],
         n_running=count[TrialState.RUNNING],
+        n_waiting=count[TrialState.WAITING],
         best_value=best.value if best else None,
         best_params=decoded_params(search, best.params) if best else {},
         best_trial=best.number if best else None,

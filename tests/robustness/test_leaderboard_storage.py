@@ -5,7 +5,8 @@ must hold afterwards: a run over one grid keeps the other grids' sections, a run
 changes no file, a data file that fails its checksum is an error (both digests named) while a missing
 one is skipped, and no credential of a ``--storage`` URL is ever shown or written. A read-only SQLite
 storage is named in one line by ``leaderboard`` and ``tune`` (and ``--status`` still reads it), a
-journal storage frees the cell of a SIGKILLed worker.
+journal storage frees the cell of a SIGKILLed worker, and a tune summary counts and lists the trials
+still RUNNING or WAITING.
 Every leaderboard case writes into its own results folder (``--results``), never into benchmarks/results.
 """
 
@@ -199,6 +200,29 @@ def _tune_on_read_only_storage(folder: Path, fixtures: dict) -> list[str]:
     return argv
 
 
+def _study_with_unfinished_trials(folder: Path, fixtures: dict) -> list[str]:
+    """A study whose trial 0 is stuck RUNNING (its worker on another machine, gone) and trial 1 WAITING;
+    ``tune --n-trials 0`` only reports it."""
+    import optuna
+
+    url = f"sqlite:///{folder / 'stuck.db'}"
+    study = optuna.create_study(study_name="stuck", storage=url)
+    study.ask().set_user_attr("worker", "otherhost:4242")
+    study.enqueue_trial({})
+    argv = [*_tune(url)(folder, fixtures), "--study-name", "stuck"]
+    argv[argv.index("--n-trials") + 1] = "0"
+    return argv
+
+
+def _report_lists_unfinished_trials(folder: Path) -> None:
+    report = (folder / "study" / "report.md").read_text()
+    assert "| running | waiting |\n|---|---|---|---|---|---|\n| 2 | 0 | 0 | 0 | 1 | 1 |" in report
+    assert "## 2 trials not finished" in report
+    assert "| 0 | RUNNING | otherhost:4242 |" in report and "| 1 | WAITING |  |  |  |" in report
+    summary = json.loads((folder / "study" / "summary.json").read_text())
+    assert (summary["n_trials"], summary["n_running"], summary["n_waiting"]) == (2, 1, 1)
+
+
 def _storage_untouched(folder: Path) -> None:
     """The read-only storage (and everything beside it) as it was; no folder named after its URI."""
     _nothing_changed(folder)
@@ -255,6 +279,9 @@ CASES = [
     Case("storage_read_only_sqlite_still_answers_leaderboard_status", _read_only_leaderboard("--status"), 0,
          "4 cells: 0 done, 0 running, 1 waiting, 0 failed, 3 not queued yet", after=_storage_untouched,
          stream="stdout"),
+    Case("tune_summary_counts_and_lists_a_trial_stuck_running_and_one_waiting", _study_with_unfinished_trials, 0,
+         "study stuck: 2 trials (0 complete, 0 pruned, 0 failed, 1 running, 1 waiting)",
+         after=_report_lists_unfinished_trials, stream="stdout"),
     Case("storage_bad_port_is_named_before_anything_runs",
          _tune(f"postgresql+psycopg2://u:{SECRET}@db.example.org:notaport/db"), 2,
          "--storage 'postgresql+psycopg2://u:***@db.example.org:notaport/db': the port 'notaport' is not a number",
