@@ -37,6 +37,18 @@ def write_atomically(path: str | Path, content: bytes | str) -> Path:
     return path
 
 
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """The same path once ``~`` and links are resolved (``./x`` and ``x``, a symlink and its
+    target), or the same file under another name (a hard link)."""
+    a, b = Path(a).expanduser(), Path(b).expanduser()
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist: they are not the same file
+        return False
+
+
 def save_figure(figure, path: str | Path, **savefig_kwargs) -> Path:
     """``figure.savefig`` through :func:`write_atomically` (the format from the file's suffix)."""
     import io

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
+from pathlib import Path
 
 
 def add_command(subparsers, name: str, help: str, description: str | None) -> argparse.ArgumentParser:
@@ -44,6 +46,26 @@ def csv_options(args: argparse.Namespace) -> dict:
     if args.allow_irregular:
         options["allow_irregular"] = True
     return options
+
+
+def check_output_file(output: str, reads: Mapping[str, str | Path], flag: str = "--output") -> Path:
+    """Before anything is written: ``flag``'s file can be written and is none of the files the
+    command reads (``reads``: each as the user knows it, e.g. ``"--future F"``, to its path), also
+    under another name (a link, ``./x`` for ``x``): writing it would destroy what the command read.
+    Returns the path to write."""
+    from damcha_ts.errors import ConfigError
+    from damcha_ts.files import same_file
+
+    path = Path(output).expanduser()
+    if not path.parent.is_dir():
+        raise ConfigError(f"{flag} {output}: its folder does not exist")
+    if path.is_dir():
+        raise ConfigError(f"{flag} {output}: is a folder; name the file to write")
+    for what, source in reads.items():
+        if same_file(path, source):
+            raise ConfigError(f"{flag} {output} is the same file as {what}, which this command reads; "
+                              f"name another file for {flag}")
+    return path
 
 
 def column_list(text: str) -> list[str]:

@@ -51,8 +51,7 @@ def run(args: argparse.Namespace) -> int:
     meta = predictor.meta
     level = check_levels(args.level, argument="--level") or None
     require_calibration(predictor, level)
-    if args.output:
-        check_output_path(args, meta.data_config)
+    output = check_output_path(args, meta.data_config) if args.output else None
     options = csv_options(args)
     future = None
     if args.future is not None:
@@ -80,10 +79,10 @@ def run(args: argparse.Namespace) -> int:
     wide = isinstance(forecast.index, pd.DatetimeIndex)
     history_file = args.input or (meta.data_config or {}).get("dataset")
     sep = _output_separator(history_file, options.get("sep", meta.input_options.get("sep")))
-    if args.output:
+    if output is not None:
         from damcha_ts.files import write_atomically
 
-        write_atomically(Path(args.output).expanduser(), forecast.to_csv(index=wide, sep=sep))
+        write_atomically(output, forecast.to_csv(index=wide, sep=sep))
     else:  # stdout holds the one JSON object with --json, so the forecast goes to stderr then
         forecast.to_csv(sys.stderr if args.json else sys.stdout, index=wide, sep=sep)
     if args.json:
@@ -119,47 +118,23 @@ def _output_separator(source, given: str | None) -> str:
     return csv_separator(Path(str(source)).expanduser(), given)[0]
 
 
-def check_output_path(args: argparse.Namespace, data_config) -> None:
-    """Before anything is written: ``--output`` names a new or replaceable CSV, never the history
-    it continues (that destroyed it), the model's training data (``data_config["dataset"]``, the
-    saved model's data settings) or a file of the saved model."""
-    from damcha_ts.errors import ConfigError
+def check_output_path(args: argparse.Namespace, data_config) -> Path:
+    """Before anything is written: ``--output`` is none of the files predict reads (the history it
+    continues, the ``--future`` covariates, the model's training data, ``data_config["dataset"]``)
+    nor a file of the saved model or beside it."""
+    from damcha_ts.cli.arguments import check_output_file
     from damcha_ts.training.artifacts import HISTORY_FILE, META_FILE, WEIGHTS_FILE, model_directory
 
-    output = Path(args.output).expanduser()
-    if not output.parent.is_dir():
-        raise ConfigError(f"--output {args.output}: its folder does not exist")
-    if output.is_dir():
-        raise ConfigError(f"--output {args.output}: is a folder; name the CSV file to write")
-    if args.input is not None and _same_file(output, Path(args.input).expanduser()):
-        raise ConfigError(
-            f"--output {args.output} is the same file as --input {args.input}: the forecast would replace the "
-            "history it continues; name another file for --output"
-        )
+    reads = {}
+    if args.input is not None:
+        reads[f"--input {args.input} (the history the forecast continues)"] = args.input
+    if args.future is not None:
+        reads[f"--future {args.future}"] = args.future
     training_data = (data_config or {}).get("dataset")
-    if training_data and _same_file(output, Path(training_data).expanduser()):
-        raise ConfigError(
-            f"--output {args.output} would replace {training_data}, the data --model {args.model} was trained "
-            "on; name another file for --output"
-        )
+    if training_data:
+        reads[f"{training_data}, the data --model {args.model} was trained on"] = training_data
     # The folder given and, for a run folder, its model/ folder: the saved files and any file beside them.
     for folder in {Path(args.model).expanduser(), model_directory(args.model)}:
         names = {META_FILE, WEIGHTS_FILE, HISTORY_FILE} | {p.name for p in folder.iterdir() if p.is_file()}
-        for protected in sorted(folder / name for name in names):
-            if _same_file(output, protected):
-                raise ConfigError(
-                    f"--output {args.output} would replace {protected}, a file of --model {args.model}; write "
-                    "the forecast outside the saved model"
-                )
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """The same path once links are resolved, or the same file under another name (a hard link)."""
-    import os
-
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist: they are not the same file
-        return False
+        reads.update({f"{path}, a file of --model {args.model}": path for path in sorted(folder / n for n in names)})
+    return check_output_file(args.output, reads)

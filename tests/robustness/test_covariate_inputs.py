@@ -44,13 +44,24 @@ def test_fit_saves_the_covariates_and_predict_reads_their_future(covariate_run, 
     assert list(forecast.columns) == ["date", "v0"] and len(forecast) == HORIZON  # covariates are not forecast
 
 
-def _predict_covariate_run(*extra, future=None):
+def _predict_covariate_run(*extra, future=None, output=None):
     def make(folder: Path, fixtures: dict) -> list[str]:
         run = copy_run(fixtures["covariate_run"], folder)
         given = [] if future is None else ["--future", future(folder)]
+        given += [] if output is None else ["--output", output(folder)]
         return ["predict", "--model", run, *given, *extra]
 
     return make
+
+
+def _link_to_future(folder: Path) -> Path:
+    (folder / "forecast.csv").symlink_to(folder / "future.csv")
+    return folder / "forecast.csv"
+
+
+def _future_kept(folder: Path) -> None:
+    kept = pd.read_csv(folder / "future.csv")
+    assert list(kept.columns) == ["date", "v2"] and len(kept) == HORIZON, "the --future file was written over"
 
 
 def _no_run(folder: Path) -> None:
@@ -74,6 +85,13 @@ CASES = [
     Case("future file a step late", _predict_covariate_run(future=lambda f: _future_csv(f, start="2024-01-17 17:00")), 2,
          "future= row 0 is at 2024-01-17 17:00:00; forecast step 1 is at 2024-01-17 16:00:00"),
     Case("future file missing", _predict_covariate_run(future=lambda f: f / "nope.csv"), 2, "no such file"),
+    # --output must never replace an input: the forecast written over the covariates it read (issue 32).
+    Case("output is the future file", _predict_covariate_run(future=_future_csv, output=lambda f: f / "future.csv"), 2,
+         "is the same file as --future", _future_kept),
+    Case("output is the future file through a symlink", _predict_covariate_run(future=_future_csv, output=_link_to_future),
+         2, "is the same file as --future", _future_kept),
+    Case("output is the future file as ./", _predict_covariate_run(future=_future_csv, output=lambda f: f"{f}/./future.csv"),
+         2, "is the same file as --future", _future_kept),
 ]
 
 
