@@ -34,28 +34,38 @@ def evaluate_naive(data: SeriesData, method: str, split: str = "test") -> dict:
 
     Returns ``{"mse", "mae"}`` on the train-fitted z-scale (the benchmark metric),
     ``{"mse_raw", "mae_raw"}`` on the original scale, and ``"windows"``. In ``MS`` mode only the
-    target (last column) is scored, as TSLib does.
+    target (last column) is scored, as TSLib does. Many entities: every window of every entity,
+    each in its own scale, counts once.
     """
     _check_method(method)
+    parts = data.series if hasattr(data, "entities") else [data]
+    result: dict = {"method": method, "split": split, "windows": data.window_count(split)}
+    for suffix, scaled in (("", True), ("_raw", False)):
+        squared = absolute = count = 0.0
+        for part in parts:
+            sums = _naive_errors(part, method, split, scaled)
+            squared, absolute, count = squared + sums[0], absolute + sums[1], count + sums[2]
+        result["mse" + suffix] = squared / count
+        result["mae" + suffix] = absolute / count
+    return result
+
+
+def _naive_errors(data: SeriesData, method: str, split: str, scaled: bool) -> tuple[float, float, int]:
+    """(sum of squared errors, sum of absolute errors, their count) over ``split`` of one series."""
     border1, border2 = data.borders[split]
     n_windows = data.window_count(split)
     L, H = data.seq_len, data.pred_len
     target_columns = scored_slice(data.features)
-    result: dict = {"method": method, "split": split, "windows": n_windows}
-    for suffix, rows in (("", data.scaled), ("_raw", data.values)):
-        rows = rows[border1:border2].astype(np.float64)
-        level = _levels(method, rows, L, n_windows)[:, target_columns]  # [N, C]
-        targets = np.lib.stride_tricks.sliding_window_view(rows[L:, target_columns], H, axis=0)  # [N, C, H]
-        squared = absolute = 0.0
-        chunk = max(1, _CHUNK_ELEMENTS // (H * level.shape[1]))
-        for start in range(0, n_windows, chunk):
-            errors = targets[start : start + chunk] - level[start : start + chunk, :, None]
-            squared += float(np.square(errors).sum())
-            absolute += float(np.abs(errors).sum())
-        count = n_windows * H * level.shape[1]
-        result["mse" + suffix] = squared / count
-        result["mae" + suffix] = absolute / count
-    return result
+    rows = (data.scaled if scaled else data.values)[border1:border2].astype(np.float64)
+    level = _levels(method, rows, L, n_windows)[:, target_columns]  # [N, C]
+    targets = np.lib.stride_tricks.sliding_window_view(rows[L:, target_columns], H, axis=0)  # [N, C, H]
+    squared = absolute = 0.0
+    chunk = max(1, _CHUNK_ELEMENTS // (H * level.shape[1]))
+    for start in range(0, n_windows, chunk):
+        errors = targets[start : start + chunk] - level[start : start + chunk, :, None]
+        squared += float(np.square(errors).sum())
+        absolute += float(np.abs(errors).sum())
+    return squared, absolute, n_windows * H * level.shape[1]
 
 
 def _levels(method: str, rows: np.ndarray, L: int, n_windows: int) -> np.ndarray:

@@ -55,6 +55,8 @@ def run_info(args: argparse.Namespace) -> int:
         f"rows        {result['rows']} ({result['rows_used']} used)   variates {result['variates']}   freq {result['freq']}",
         f"span        {result['first_timestamp']} -> {result['last_timestamp']}",
         f"split       {result['split']}   L={result['seq_len']}  H={result['pred_len']}",
+        *([f"entities    {result['entities']} (column {result['entity_col']!r}), each split on its own; rows, "
+           "borders and windows are their sums"] if "entities" in result else []),
         f"borders     {borders}",
         f"windows     {windows}",
         f"checksum    {checksum['status']}" + (f" (sha256 {checksum['actual']})" if checksum["actual"] else ""),

@@ -439,25 +439,29 @@ def scored_slice(features: str) -> slice:
 
 
 def describe(data: SeriesData) -> dict:
-    """A JSON-ready summary (rows, variates, frequency, borders, windows per split)."""
+    """A JSON-ready summary (rows, variates, frequency, borders, windows per split); of many
+    entities (an EntitySeries), all of them together, with their column and count."""
+    parts = data.series if hasattr(data, "entities") else [data]
+    covariates = parts[0].covariates
     return {
         "name": data.name,
         "dataset": data.dataset,
         "source": data.source,
         "rows": data.total_rows,
-        "rows_used": len(data.timestamps),
+        "rows_used": sum(len(part.timestamps) for part in parts),
         "variates": data.n_variates,
         "columns": list(data.columns),
         "freq": data.freq,
-        "first_timestamp": str(data.timestamps[0]),
-        "last_timestamp": str(data.timestamps[-1]),
+        "first_timestamp": str(min(part.timestamps[0] for part in parts)),
+        "last_timestamp": str(max(part.timestamps[-1] for part in parts)),
         "features": data.features,
         "target": data.target,
         "seq_len": data.seq_len,
         "pred_len": data.pred_len,
         "time_features": data.mark_names,
-        **({} if data.covariates is None else {"past_covariates": data.covariates.past_columns,
-                                               "future_covariates": data.covariates.future_columns}),
+        **({} if covariates is None else {"past_covariates": covariates.past_columns,
+                                          "future_covariates": covariates.future_columns}),
+        **({"entity_col": data.entity_col, "entities": len(data.entities)} if hasattr(data, "entities") else {}),
         "borders": {split: list(data.borders[split]) for split in SPLITS},
         "windows": {split: data.window_count(split) for split in SPLITS},
     }
