@@ -26,8 +26,7 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.data.covariates import covariate_settings
-from damcha_ts.data.entities import with_long_table_entities
-from damcha_ts.data.layout import describe_input, input_columns
+from damcha_ts.data.layout import describe_input, input_columns, with_entity_col
 from damcha_ts.data.options import PROTOCOL_KEYS, ReadOptions
 from damcha_ts.errors import ConfigError
 from damcha_ts.forecasting.history import (
@@ -327,7 +326,7 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
             raise ConfigError("fit() needs data: a benchmark name, a CSV path, a DataFrame or a NumPy array")
         data = forecaster._configured_data["dataset"]
     options = prepare_options(forecaster._configured_data, forecaster.freq, data, data_options)
-    options = with_long_table_entities(data, options)  # neuralforecast's long frames with covariates
+    options = with_entity_col(data, options)  # a table that names its series: many entities
     kind, input_options = describe_input(data, options)
     series = prepare(data, seq_len=forecaster.lookback, pred_len=forecaster.horizon, **options)
     forecaster.model_config = _sized_model_config(forecaster, series)  # user data: the size keys not given follow it

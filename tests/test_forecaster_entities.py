@@ -187,10 +187,14 @@ def test_a_long_table_of_entities_is_read_per_entity_and_forecast_long():
     assert len(forecast) == 3 * H * 2 and set(forecast["id"]) == {"sales", "visits"}
 
 
-def test_an_entity_column_read_as_a_variate_suggests_entity_col():
+def test_a_column_that_names_the_series_is_read_as_entities():
     table = stores().drop(columns=["size"]).rename(columns={"store": "unique_id", "date": "ds"})
-    with pytest.raises(DataError, match=r"column 'unique_id' is not numeric.*pass entity_col='unique_id'"):
-        prepare(table, seq_len=L, pred_len=H)
+    series = prepare(table, seq_len=L, pred_len=H)  # issue 32: no longer a "not numeric" error
+    assert series.entity_col == "unique_id" and series.entities == ["a", "b", "c"]
+    # Text over rows whose timestamps never repeat is one series: the error suggests entity_col.
+    one = table[table.unique_id == "a"].rename(columns={"unique_id": "kind"})
+    with pytest.raises(DataError, match=r"column 'kind' is not numeric.*pass entity_col='kind'"):
+        prepare(one, seq_len=L, pred_len=H)
 
 
 def test_damcha_ts_fit_and_predict_take_an_entity_table(tmp_path, capsys):

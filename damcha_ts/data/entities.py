@@ -245,55 +245,11 @@ def split_entities(frame: pd.DataFrame, entity_col: str, label: str, static: Seq
     return entities, parts, static_values
 
 
-def with_long_table_entities(source: Any, options: dict) -> dict:
-    """``options`` (prepare's keywords) with ``entity_col`` set to the id column when ``source`` is a
-    long table whose other columns are all named covariates (:func:`long_table_entities`)."""
-    if options.get("entity_col") is not None:
-        return dict(options)
-    named = []
-    for key in ("past_covariates", "future_covariates", "static_covariates"):
-        given = options.get(key) or []
-        named += [given] if isinstance(given, str) else list(given)
-    entity_col = long_table_entities(source, named, options)
-    if entity_col is None:
-        return dict(options)
-    return {**{k: v for k, v in options.items() if k not in ("id_col", "layout")}, "entity_col": entity_col}
-
-
-def long_table_entities(source: Any, named: Sequence[str], load_options: dict) -> str | None:
-    """The id column of a long table (``unique_id, ds, y``) whose other columns are all ``named``
-    covariates: neuralforecast's way of giving covariates, where every id is a series of its own.
-    Each id is then an entity (its value column the one variate); None for any other source."""
-    import os
-    from pathlib import Path
-
-    from damcha_ts.data.frames import decide_layout, frame_label, read_csv_header
-
-    if isinstance(source, pd.DataFrame):
-        columns, label = [str(c) for c in source.columns], frame_label(source)
-        if isinstance(source.index, pd.DatetimeIndex) and load_options.get("time_col") is None:
-            return None
-    elif isinstance(source, (str, os.PathLike)) and Path(source).expanduser().is_file():
-        columns, label = read_csv_header(source, sep=load_options.get("sep")), str(source)
-    else:
-        return None
-    extra = [c for c in columns if c in set(named)]
-    if not extra:
-        return None
-    options = {k: load_options.get(k) for k in ("time_col", "id_col", "value_col", "ignore")}
-    try:
-        shape = decide_layout([c for c in columns if c not in set(extra)], label,
-                              layout=load_options.get("layout") or "auto", **options)
-    except DataError:
-        return None  # not a long table: the wide reading says what is wrong
-    return shape.id_col if shape.kind == "long" else None
-
-
 def prepare_entities(frame: pd.DataFrame, label: str, *, entity_col: str, scaler: str = "entity",
                      static_covariates: Sequence[str] | None = None, **prepare_options) -> EntitySeries:
     """Every entity of ``frame`` through :func:`damcha_ts.data.prepare` with ``prepare_options``
     (the same protocol for all), then the scalers (see the module docstring)."""
-    from damcha_ts.data.protocol import prepare
+    from damcha_ts.data.protocol import prepare_one as prepare  # each entity is one series: never split again
 
     check_scaler(scaler)
     static = list(static_covariates or [])

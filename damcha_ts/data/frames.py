@@ -333,12 +333,16 @@ def decide_layout(
     if extra:
         how = "looks like" if layout == "auto" else "is read as"
         wide_hint = ", or layout='wide' to read every column as a variate" if layout == "auto" else ""
+        cli_wide_hint = ", or --set data.layout=wide to read every column as a variate" if layout == "auto" else ""
         said = f"{label}: {how} a long file ({id_col}, {time_col}, {value_col}) but also has column(s) {extra}, "
+        listed = ",".join(extra)
         raise DataError(
             f"{said}which a long file cannot hold; pass ignore={extra} to leave them out{wide_hint}, or name them as "
             f"covariates (future_covariates={extra} or past_covariates=...) to read each {id_col} as a series with them",
-            cli=f"{said}which a long file cannot hold; pass ignore={extra} (command line: --ignore {','.join(extra)}) "
-                f"to leave them out{wide_hint}",
+            cli=f"{said}which a long file cannot hold; pass ignore={extra} (command line: --ignore {listed}) to leave "
+                f"them out{cli_wide_hint}, or name them as "
+                f"covariates (--future-covariates {listed} or --past-covariates ...) to read each {id_col} as a series "
+                "with them",
         )
     return Layout("long", time_col, ignored, kept, id_col, value_col)
 
@@ -371,6 +375,168 @@ def _ignored_columns(columns: list[str], ignore: Iterable[str] | None, label: st
     return names
 
 
+# ------------------------------------------------------------------ one series or many entities
+
+#: Rows of a CSV read to tell its text columns from its number columns before reading them whole.
+TEXT_SAMPLE_ROWS = 1_000
+
+
+def decide_entities(
+    table: pd.DataFrame | Path,
+    label: str,
+    *,
+    entity_col: str | None = None,
+    covariates: Iterable[str] = (),
+    static: Iterable[str] = (),
+    sep: str | None = None,
+    time_col: str | None = None,
+    layout: str = "auto",
+    id_col: str | None = None,
+    value_col: str | None = None,
+    ignore: Iterable[str] | None = None,
+) -> str | None:
+    """The column whose values name the series of a table of many (each one an entity, read on its
+    own), or None when the table is one series: the one rule, for the Forecaster and the command line.
+
+    ``entity_col`` given: that column (checked below). Otherwise, of a ``table`` (a frame, or a CSV
+    file read with ``sep``) whose other columns are read by :func:`decide_layout`:
+      - a long table whose other columns are ``covariates`` or ``static`` ones: its id column
+        (neuralforecast's way of giving covariates; in a long table a covariate belongs to one id);
+      - a long table read by its own header (no ``layout="long"``, ``id_col`` or ``value_col``) whose
+        id column is neuralforecast's ``unique_id``, or whose ids start or end apart: its id column
+        (one multivariate series would need values invented where an id has none); any other long
+        table is one series with a variate per id;
+      - else a ``unique_id`` column, or a text column whose values repeat while the timestamps
+        repeat too (several series over one time span). Of several, the one whose values leave
+        each a table of its own (the others at most a long table's id column); else a DataError
+        names them all.
+    A long table with ``covariates`` inside each entity is refused (each id would be a series inside
+    an entity).
+    """
+    columns = _TableColumns(table, sep)
+    if len(set(columns.names)) < len(columns.names):
+        return entity_col  # a column name twice: reading the table says so
+    named, per_entity = set(covariates), set(static)
+    reading = dict(time_col=time_col, layout=layout, id_col=id_col, value_col=value_col, ignore=ignore)
+    if entity_col is None:
+        entity_col = _series_column(columns, label, named, per_entity, reading)
+    if entity_col is not None:
+        _refuse_long_entities_with_covariates(columns, label, entity_col, named, per_entity, reading)
+    return entity_col
+
+
+class _TableColumns:
+    """A table's column names, and the values of some columns read only when asked for."""
+
+    def __init__(self, table: pd.DataFrame | Path, sep: str | None):
+        self.table, self.sep = table, sep
+        if isinstance(table, pd.DataFrame):
+            self.names = [str(c) for c in table.columns]
+            self.time_index = isinstance(table.index, pd.DatetimeIndex)
+        else:
+            self.names, self.time_index = read_csv_header(table, sep=sep), False
+
+    def values(self, names: list[str], rows: int | None = None) -> pd.DataFrame:
+        if isinstance(self.table, pd.DataFrame):
+            frame = self.table.set_axis(self.names, axis=1)[names]
+            return frame if rows is None else frame.iloc[:rows]
+        return _read_csv(self.table, sep=csv_separator(self.table, self.sep)[0], usecols=names, nrows=rows,
+                         low_memory=False)
+
+    def stamps(self, time_col: str | None) -> pd.Series:
+        """The timestamps as written (a time column's values, or the frame's DatetimeIndex)."""
+        if time_col is None:
+            return pd.Series(self.table.index)
+        return self.values([time_col])[time_col]
+
+
+def _series_column(columns: _TableColumns, label: str, named: set, per_entity: set, reading: dict) -> str | None:
+    given_long = reading["layout"] == "long" or reading["id_col"] is not None or reading["value_col"] is not None
+    given = named | per_entity
+    try:
+        shape = decide_layout([c for c in columns.names if c not in given], label, time_index=columns.time_index,
+                              **reading)
+    except DataError:
+        shape = None  # not readable as one table: a column naming the series may explain why
+    if shape is not None and shape.kind == "long":
+        if given & set(columns.names):
+            return shape.id_col
+        if not given_long and (shape.id_col == "unique_id" or _ragged(columns, shape)):
+            return shape.id_col
+        return None
+    try:
+        ignored = set(_ignored_columns(columns.names, reading["ignore"], label))
+        kept = [c for c in columns.names if c not in ignored | named | per_entity]
+        time = None if columns.time_index and reading["time_col"] is None else _find_time_column(
+            kept, reading["time_col"], label)
+    except DataError:
+        return None  # reading the table says what is wrong
+    # A long table's id column (ids of variates) never names entities by itself.
+    long_id, long_value = _long_columns(kept, reading["id_col"], reading["value_col"])
+    others = [c for c in kept if c != time and not (c == long_id and long_value in kept)]
+    found = ["unique_id"] if "unique_id" in others and reading["id_col"] is None else []
+    if others and columns.stamps(time).duplicated().any():
+        sample = columns.values(others, TEXT_SAMPLE_ROWS)
+        maybe = [c for c in others if _is_text(sample[c])]
+        whole = columns.values(maybe) if maybe else None
+        found += [c for c in maybe if _is_text(whole[c]) and whole[c].nunique() < whole[c].notna().sum()]
+    found = list(dict.fromkeys(found))
+    if len(found) <= 1:
+        return found[0] if found else None
+    # Several: the one whose values leave one series each (the others, at most a long table's ids).
+    fitting = []
+    for candidate in found:
+        rest = [c for c in kept if c != candidate]
+        rest_id, rest_value = _long_columns(rest, reading["id_col"], reading["value_col"])
+        if all(c == rest_id and rest_value in rest for c in found if c != candidate):
+            fitting.append(candidate)
+    if len(fitting) == 1:
+        return fitting[0]
+    others_of = [c for c in found if c != found[0]]
+    said = (f"{label}: columns {found} each hold text repeated over the rows, so each could name the series; "
+            f"name the one that does")
+    raise DataError(f"{said} with entity_col={found[0]!r} (one series per value) and leave out the other(s) with "
+                    f"ignore={others_of}",
+                    cli=f"{said} with --set data.entity_col={found[0]} (one series per value) and leave out the "
+                        f"other(s) with --ignore {','.join(others_of)}")
+
+
+def _ragged(columns: _TableColumns, shape: Layout) -> bool:
+    """Whether a long table's ids start or end apart."""
+    keys = columns.values([shape.id_col, shape.time_col])
+    return _id_spans(keys[shape.id_col].astype(str), keys[shape.time_col]) is not None
+
+
+def _is_text(column: pd.Series) -> bool:
+    """Values that are words, not numbers or times (a number written as text is a number)."""
+    if not (pd.api.types.is_object_dtype(column) or pd.api.types.is_string_dtype(column)
+            or isinstance(column.dtype, pd.CategoricalDtype)):
+        return False
+    given = column.dropna()
+    return len(given) > 0 and bool(pd.to_numeric(given.astype(str), errors="coerce").isna().all())
+
+
+def _refuse_long_entities_with_covariates(columns: _TableColumns, label: str, entity_col: str, named: set,
+                                          per_entity: set, reading: dict) -> None:
+    present = [c for c in columns.names if c in named]
+    if not present:
+        return
+    rest = [c for c in columns.names if c not in named | per_entity | {entity_col}]
+    try:
+        shape = decide_layout(rest, label, time_index=columns.time_index, **reading)
+    except DataError:
+        return  # each entity's reading says what is wrong
+    if shape.kind != "long":
+        return
+    said = (f"{label}: each {entity_col!r} entity holds a long table ({shape.id_col}, {shape.time_col}, "
+            f"{shape.value_col}) with covariate column(s) {present}; a long table's covariate belongs to one "
+            f"{shape.id_col}, so each {shape.id_col} would be a series inside an entity. Name one column that tells "
+            f"every series apart (e.g. {entity_col!r} and {shape.id_col!r} joined) with ")
+    wide = (f", or give each entity a wide table: one row per {shape.time_col}, a column per {shape.id_col}, and "
+            f"{present} beside them")
+    raise DataError(f"{said}entity_col=...{wide}", cli=f"{said}--set data.entity_col=...{wide}")
+
+
 def _from_csv(file: Path, sep, time_col, date_format, layout, id_col, value_col, **options) -> pd.DataFrame:
     return _from_dataframe(
         read_csv_frame(file, sep=sep), str(file), time_col, date_format, layout, id_col, value_col, header_lines=1,
@@ -392,7 +558,8 @@ def _from_dataframe(
     if shape.ignored:
         raw = raw.drop(columns=list(shape.ignored))
     if shape.kind == "long":
-        raw = _long_to_wide(raw, shape.time_col, shape.id_col, shape.value_col, date_format, place)
+        raw = _long_to_wide(raw, shape.time_col, shape.id_col, shape.value_col, date_format, place,
+                            fill=options.get("fill"))
         place = _Place(f"{label} (long layout, pivoted)")
         stamps = raw.index
     elif shape.time_col is None:
@@ -474,7 +641,8 @@ def _utc_offsets(column: pd.Series, name: str, place: _Place) -> list[str]:
     return [str(offset) for offset in pd.unique(normal)]
 
 
-def _long_to_wide(raw, time_col, id_col, value_col, date_format, place: _Place) -> pd.DataFrame:
+def _long_to_wide(raw, time_col, id_col, value_col, date_format, place: _Place,
+                  fill: str | None = None) -> pd.DataFrame:
     stamps = _parse_times(raw[time_col], time_col, date_format, place)
     keyed = pd.DataFrame({"id": raw[id_col].astype(str).to_numpy(), "time": stamps, "value": raw[value_col].to_numpy()})
     duplicated = np.flatnonzero(keyed.duplicated(["id", "time"]).to_numpy())
@@ -489,7 +657,29 @@ def _long_to_wide(raw, time_col, id_col, value_col, date_format, place: _Place) 
     # Variates keep the order in which their ids first appear, as a wide file would list them.
     wide = wide[list(pd.unique(keyed["id"]))]
     wide.columns.name = None
+    spans = _id_spans(keyed["id"], keyed["time"])
+    if fill is None and spans is not None:
+        # Ids that start or end apart: fill= would invent whole stretches of one series (and forecast
+        # it from another's end), so they are read one by one instead. (Holes inside are NaN to fill.)
+        short = str((spans["last"] - spans["first"]).idxmin())
+        said = (f"{place.label}: id {short!r} runs from {spans['first'][short]} to {spans['last'][short]}, the ids "
+                f"together from {wide.index[0]} to {wide.index[-1]}; a long file read as one series needs every id "
+                f"over the same span. Read each {id_col} as its own series with ")
+        raise DataError(f"{said}entity_col={id_col!r}", cli=f"{said}--set data.entity_col={id_col}")
     return wide
+
+
+def _id_spans(ids: pd.Series, stamps: pd.Series | pd.DatetimeIndex) -> pd.DataFrame | None:
+    """Each id's first and last timestamp when the ids do not all start and end together (ragged
+    series), else None; None too for timestamps that do not parse (reading them says why)."""
+    parsed = pd.Series(stamps)
+    if not pd.api.types.is_datetime64_any_dtype(parsed):
+        parsed = _to_datetime(parsed, None, utc=True)  # as written: on one timeline to compare
+        if not isinstance(parsed, pd.Series) or parsed.dtype == object:
+            return None
+    by_id = pd.DataFrame({"id": np.asarray(ids), "time": parsed.to_numpy()}).groupby("id", sort=False)["time"]
+    spans = pd.DataFrame({"first": by_id.min(), "last": by_id.max()})
+    return spans if spans["first"].nunique() > 1 or spans["last"].nunique() > 1 else None
 
 
 def _require_numeric(column: pd.Series, name: str, place: _Place) -> np.ndarray:
@@ -502,12 +692,12 @@ def _require_numeric(column: pd.Series, name: str, place: _Place) -> np.ndarray:
     if bad.size:
         i = int(bad[0])
         # Text repeated over many rows is more likely an entity's name than a broken number.
-        hint = (f"; if it names entities (one series each, same variates), pass entity_col={name!r}"
-                if bad.size == len(column) and column.nunique() < len(column) else "")
-        raise DataError(
-            f"{place.label}: column {name!r} is not numeric: {place.row(i)} holds {column.iloc[i]!r} "
-            f"({bad.size} non-numeric rows in all){hint}"
-        )
+        names_entities = bad.size == len(column) and column.nunique() < len(column)
+        said = (f"{place.label}: column {name!r} is not numeric: {place.row(i)} holds {column.iloc[i]!r} "
+                f"({bad.size} non-numeric rows in all)")
+        hint = "; if it names entities (one series each, same variates), pass "
+        raise DataError(f"{said}{hint}entity_col={name!r}" if names_entities else said,
+                        cli=f"{said}{hint}--set data.entity_col={name}" if names_entities else None)
     return numbers.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
@@ -574,7 +764,7 @@ def _finish(
         if problem is None:
             _check_steps_match(index, freq, place)
     result = pd.DataFrame(values, index=index, columns=names)
-    name = spec.name if spec is not None else (Path(source).name.split(".")[0] if source not in ("DataFrame", "array") else source)
+    name = spec.name if spec is not None else series_name(source)
     result.attrs[ATTRS_KEY] = {
         "name": name,
         "dataset": spec.name if spec is not None else None,
@@ -582,6 +772,11 @@ def _finish(
         "source": source,
     }
     return result
+
+
+def series_name(source: str) -> str:
+    """What a user series is called: its file's name without suffixes, or "DataFrame" / "array"."""
+    return source if source in ("DataFrame", "array") else Path(source).name.split(".")[0]
 
 
 def _handle_non_finite(values: np.ndarray, names: list[str], index, place: _Place, fill: str | None) -> np.ndarray:

@@ -63,6 +63,39 @@ def _layout_of(data: pd.DataFrame | str | Path, options: Mapping[str, Any]):
     )
 
 
+def with_entity_col(source: Any, options: Mapping[str, Any]) -> dict:
+    """``options`` (prepare's keywords) with ``entity_col`` set when ``source`` is a table of many
+    series, or checked when given: :func:`damcha_ts.data.frames.decide_entities` decides, for the
+    Forecaster and the command line alike. Other sources (benchmarks, arrays) keep their options."""
+    from damcha_ts.data.frames import LONG_COLUMNS, decide_entities, frame_label
+
+    if isinstance(source, pd.DataFrame):
+        table, label = source, frame_label(source)
+    elif _is_user_file(source):
+        table = label = Path(source).expanduser()
+    else:
+        return dict(options)
+    named = []
+    for key in ("past_covariates", "future_covariates"):
+        given = options.get(key) or []
+        named += [given] if isinstance(given, str) else list(given)
+    static = options.get("static_covariates") or []
+    entity_col = decide_entities(
+        table, str(label), entity_col=options.get("entity_col"), covariates=named,
+        static=[static] if isinstance(static, str) else static,
+        **{key: options[key] for key in ("sep", "time_col", "layout", "id_col", "value_col", "ignore")
+           if options.get(key) is not None},
+    )
+    if entity_col is None:
+        return dict(options)
+    resolved = {**options, "entity_col": entity_col}
+    if entity_col == options.get("id_col") or (options.get("id_col") is None
+                                               and entity_col in {ids for ids, _ in LONG_COLUMNS}):
+        # A long table's ids name the entities: each entity's own table is wide.
+        resolved = {k: v for k, v in resolved.items() if k not in ("id_col", "layout")}
+    return resolved
+
+
 def _is_user_file(data: Any) -> bool:
     return isinstance(data, (str, Path)) and Path(data).expanduser().is_file()
 

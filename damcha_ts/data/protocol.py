@@ -7,6 +7,7 @@ Windows and batching live in ``windows.py`` (torch); this module needs only NumP
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.data.covariates import CovariateSeries, covariate_names, scale_covariates, take_covariates
-from damcha_ts.data.frames import Source, check_freq, frame_info, load_frame
+from damcha_ts.data.frames import Source, check_freq, frame_info, load_frame, series_name
 from damcha_ts.data.options import check_features, check_size
 from damcha_ts.data.registry import SPLIT_KINDS, get_spec
 from damcha_ts.data.scaling import StandardScaler
@@ -320,25 +321,45 @@ def prepare(
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ConfigError(f"{argument} must be a positive integer, got {value!r}")
     check_features(features)
-    if entity_col is None:  # a long table with covariate columns: each id is an entity (neuralforecast's frames)
-        from damcha_ts.data.entities import with_long_table_entities
+    # One series or many entities (a table that names its series), decided where the Forecaster and
+    # the command line decide it too.
+    from damcha_ts.data.layout import with_entity_col
 
-        named = {"past_covariates": past_covariates, "future_covariates": future_covariates,
-                 "static_covariates": static_covariates}
-        resolved = with_long_table_entities(source, {**load_options, **named})
-        entity_col = resolved.get("entity_col")
-        load_options = {k: v for k, v in resolved.items() if k not in named and k != "entity_col"}
+    named = {"past_covariates": past_covariates, "future_covariates": future_covariates,
+             "static_covariates": static_covariates}
+    resolved = with_entity_col(source, {**load_options, **named, "entity_col": entity_col})
+    entity_col = resolved.pop("entity_col", None)
+    load_options = {k: v for k, v in resolved.items() if k not in named}
+    protocol = dict(seq_len=seq_len, pred_len=pred_len, features=features, target=target, split=split,
+                    time_features_freq=time_features_freq, val_size=val_size, test_size=test_size, fill=fill,
+                    allow_irregular=allow_irregular, past_covariates=past_covariates,
+                    future_covariates=future_covariates)
     if entity_col is not None:
-        return _prepare_entities(
-            source, entity_col, scaler, static_covariates, load_options,
-            dict(seq_len=seq_len, pred_len=pred_len, features=features, target=target, split=split,
-                 time_features_freq=time_features_freq, val_size=val_size, test_size=test_size, fill=fill,
-                 allow_irregular=allow_irregular, past_covariates=past_covariates,
-                 future_covariates=future_covariates))
+        return _prepare_entities(source, entity_col, scaler, static_covariates, load_options, protocol)
     if static_covariates or scaler is not None:
         given = "static_covariates" if static_covariates else f"scaler={scaler!r}"
         raise ConfigError(f"{given} is about many entities: name their column with entity_col=...")
+    return prepare_one(source, **protocol, **load_options)
 
+
+def prepare_one(
+    source: Source,
+    *,
+    seq_len: int,
+    pred_len: int,
+    features: str,
+    target: str,
+    time_features_freq: str | None,
+    split,
+    val_size,
+    test_size,
+    fill: str | None,
+    allow_irregular: bool,
+    past_covariates: Sequence[str] | None,
+    future_covariates: Sequence[str] | None,
+    **load_options,
+) -> SeriesData:
+    """:func:`prepare` of one series, as it is (each entity of a table of many goes through here)."""
     names = covariate_names(past_covariates, future_covariates)  # checked before the data is read
     frame = load_frame(source, fill=fill, allow_irregular=allow_irregular, **load_options)
     info = frame_info(frame)
@@ -413,8 +434,11 @@ def _prepare_entities(source, entity_col, scaler, static_covariates, load_option
     else:
         raise ConfigError(f"entity_col={entity_col!r} needs a table (a DataFrame or a CSV file) with that column, "
                           f"got {type(source).__name__}")
-    return prepare_entities(table, label, entity_col=entity_col, scaler=scaler or "entity",
-                            static_covariates=static_covariates, **options, **load_options)
+    entities = prepare_entities(table, label, entity_col=entity_col, scaler=scaler or "entity",
+                                static_covariates=static_covariates, **options, **load_options)
+    # Named after the table, as load_frame names a series (each entity's rows alone are a "DataFrame").
+    return dataclasses.replace(entities, series=[dataclasses.replace(s, name=series_name(label), source=label)
+                                                 for s in entities.series])
 
 
 def _model_columns(available: list[str], features: str, target: str, name: str) -> list[str]:

@@ -521,10 +521,11 @@ def _write_outputs(out_dir: Path, run: RunConfig, fit: FitResult, series, result
 def _series_meta(series, data_config: Mapping[str, Any]):
     """The saved model's data description, with how its file was laid out (time column, date
     format, variate order), so that ``damcha-ts predict`` reads the same file without repeating them."""
-    from damcha_ts.data.layout import describe_input, input_columns
+    from damcha_ts.data.layout import describe_input, input_columns, with_entity_col
     from damcha_ts.training.artifacts import SeriesMeta
 
-    options = {k: v for k, v in data_config.items() if k != "dataset"}
+    # Read as prepare read it: a table that names its series is many entities.
+    options = with_entity_col(data_config["dataset"], {k: v for k, v in data_config.items() if k != "dataset"})
     kind, layout = describe_input(data_config["dataset"], options)
     layout["input_columns"] = input_columns(data_config["dataset"], options, series)  # one entity's, for many
     return SeriesMeta.from_series(series, data_config=data_config, input_kind=kind, input_options=layout)

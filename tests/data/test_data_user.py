@@ -180,7 +180,11 @@ def test_long_layout_errors(user_wide):
     with pytest.raises(DataError, match=r"repeats id 'HUFL' at 2016-07-01 00:00:00"):
         load_frame(pd.concat([long, long.iloc[:1]], ignore_index=True))
     with pytest.raises(DataError, match=r"column 'OT' .* is nan"):
-        load_frame(long.drop(index=long.index[-1]))  # one (id, time) pair missing
+        load_frame(long.drop(index=long.index[-2]))  # one (id, time) pair missing inside the span: a gap to fill
+    # An id that ends (or starts) apart: a ragged series, never filled with invented values (issue 32).
+    with pytest.raises(DataError, match=r"id 'OT' runs from 2016-07-01 00:00:00 to 2016-09-22 06:00:00, the ids "
+                                        r"together from 2016-07-01 00:00:00 to 2016-09-22 07:00:00.*entity_col='id'"):
+        load_frame(long.drop(index=long.index[-1]))
 
 
 def test_array_needs_a_frequency():
