@@ -40,3 +40,29 @@ class ChecksumError(DamchaError, ValueError):
 
 class ConfigError(DamchaError, ValueError):
     """A bad argument or configuration value (the message names it)."""
+
+
+class Stopped(BaseException):
+    """A command ended by a signal: SIGTERM (kill, timeout, a batch scheduler) or SIGINT (Ctrl+C).
+
+    A BaseException, as KeyboardInterrupt is, so that no ``except Exception`` on the way takes it for
+    an error of the run. ``damcha-ts`` prints the message and exits with ``exit_code``: 128 + the
+    signal number, what a shell reports for a process the signal ended (143, 130).
+    """
+
+    def __init__(self, signum: int, message: str | None = None):
+        import signal
+
+        super().__init__(message or f"stopped by {signal.Signals(signum).name}")
+        self.signum = int(signum)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)`` on every Python this package supports (3.10 has no add_note):
+    tracebacks show the note, and ``damcha-ts`` prints it after the error's message."""
+    exc.__notes__ = [*getattr(exc, "__notes__", ()), note]
+

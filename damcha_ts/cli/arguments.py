@@ -18,6 +18,11 @@ def add_json_flag(parser: argparse.ArgumentParser, what: str = "one JSON object"
     parser.add_argument("--json", action="store_true", help=f"print {what} on stdout")
 
 
+def add_resume_argument(parser: argparse.ArgumentParser) -> None:
+    """``--resume`` of a command that trains into ``--out`` (a stopped run names it)."""
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoints/last.ckpt")
+
+
 def add_model_dir_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, metavar="DIR", help="model directory (from damcha-ts fit --out DIR)")
 

@@ -16,14 +16,19 @@ model size keys not given with ``--set model.KEY=...`` then follow the data, as 
 ``checkpoints/``, ``logs/metrics.csv``, ``metrics.json``, per-step and per-variate breakdowns,
 ``model/`` (for ``damcha-ts predict``, calibrated on the validation windows for ``--level``) and
 ``forecast.png``. With ``--json`` stdout holds exactly one
-JSON object (the test metrics); progress and logs go to stderr.
+JSON object (the test metrics); progress and logs go to stderr. A fit stopped by SIGTERM or Ctrl+C
+exits 143 / 130 and ``--resume`` continues it; a fit that failed leaves ``fit_failed.txt`` in DIR,
+and the same command starts that run over.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from damcha_ts.cli.arguments import (
@@ -31,6 +36,7 @@ from damcha_ts.cli.arguments import (
     add_csv_arguments,
     add_json_flag,
     add_overrides_argument,
+    add_resume_argument,
     add_scale_out_arguments,
     add_trainer_argument,
     column_list,
@@ -64,7 +70,7 @@ def register(subparsers) -> None:
                             help=f"columns the model reads and never forecasts, {what}")
     add_overrides_argument(source)
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--resume", action="store_true", help="continue from DIR/checkpoints/last.ckpt")
+    add_resume_argument(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the run already in --out (without it, or --resume, that is an error)")
     parser.add_argument("--no-plot", action="store_true", help="skip forecast.png")
@@ -186,11 +192,14 @@ def calibrate_saved_model(out_dir: Path, series, batch_size: int) -> None:
 
 # What a started run leaves in its folder (a config.yaml alone is a run that never started).
 RUN_MARKERS = ("checkpoints", "logs", "model", "metrics.json")
+# Beside the run a fit's error left unfinished: the next fit into that folder may take it over.
+FAILED_MARKER = "fit_failed.txt"
 
 
 def check_out_dir(out_dir: Path, *, resume: bool, overwrite: bool) -> None:
     """Refuse to train over an earlier run unless asked to continue (--resume) or replace it
-    (--overwrite): a typo in --out must not cost a finished model."""
+    (--overwrite): a typo in --out must not cost a finished model. A run whose fit failed
+    (FAILED_MARKER) holds no result to lose: the same command starts it over."""
     from damcha_ts.errors import ConfigError
 
     if resume and overwrite:
@@ -198,11 +207,66 @@ def check_out_dir(out_dir: Path, *, resume: bool, overwrite: bool) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {out_dir}: is a file, not a folder")
     found = [name for name in RUN_MARKERS if (out_dir / name).exists()]
-    if found and not (resume or overwrite):
+    if found and not (resume or overwrite or (out_dir / FAILED_MARKER).is_file()):
         raise ConfigError(
             f"--out {out_dir} already holds a run ({', '.join(found)}); add --resume to continue it, "
             "--overwrite to replace it, or choose another --out"
         )
+
+
+@contextlib.contextmanager
+def training_command(command: str, out_dir: Path, *, resume: bool, overwrite: bool = False) -> Iterator[None]:
+    """Around ``damcha-ts COMMAND`` training into ``out_dir`` (fit, quickstart):
+
+    - SIGTERM and Ctrl+C end it as :class:`~damcha_ts.errors.Stopped` (exit 143 / 130), saying that
+      ``--resume`` continues the run: the folder keeps its last epoch's checkpoint. (Lightning alone
+      ends training on SIGTERM as if it were done, exit 0 with no model, and on Ctrl+C with exit 1.)
+      Raised from the signal handler, it leaves Lightning's fit as any error does (its own SIGTERM
+      handler runs first, then this one).
+    - An error of a fresh run (neither --resume nor --overwrite) that began to write its folder
+      leaves FAILED_MARKER there, so that the same command is not refused for the folder it left.
+    On success the marker of an earlier failure goes."""
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    from damcha_ts.errors import Stopped, add_note
+    from damcha_ts.files import write_atomically
+
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    # A signal ignored when the command started (nohup, a background job's SIGINT) stays ignored.
+    signals = [n for n in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(n) is not signal.SIG_IGN]
+    previous = {number: signal.signal(number, stop) for number in signals} if _in_main_thread() else {}
+    try:
+        yield
+    except Stopped as exc:
+        from damcha_ts.training.checkpoints import LAST
+        from damcha_ts.training.runner import CHECKPOINT_DIR
+
+        again = "the same command with --resume" + (" instead of --overwrite" if overwrite else "")
+        since = " from its last finished epoch" if (out_dir / CHECKPOINT_DIR / LAST).is_file() else ""
+        raise Stopped(exc.signum, f"{command}: {exc}; the run in {out_dir} can be continued{since}: "
+                                  f"run {again}") from None
+    except Exception as exc:
+        started = any((out_dir / name).exists() for name in RUN_MARKERS)
+        if not (resume or overwrite) and started and rank_zero_only.rank == 0:
+            write_atomically(out_dir / FAILED_MARKER, f"damcha-ts {command} failed: {type(exc).__name__}: {exc}\n")
+            add_note(exc, f"{command}: the run in {out_dir} did not finish ({out_dir / FAILED_MARKER} says so): the "
+                          "same command starts it over, and with --resume it goes on from its last checkpoint")
+        raise
+    else:
+        if rank_zero_only.rank == 0:
+            (out_dir / FAILED_MARKER).unlink(missing_ok=True)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _in_main_thread() -> bool:
+    """Signal handlers can only be set there (an in-process caller may run main() in a thread)."""
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -211,19 +275,20 @@ def run(args: argparse.Namespace) -> int:
     config = resolve_cli_config(args)
     out_dir = Path(args.out)
     check_out_dir(out_dir, resume=args.resume, overwrite=args.overwrite)
-    # The progress bar goes to stderr; it is only useful on a terminal (not in CI logs).
-    result = run_experiment(
-        config, out_dir, resume=args.resume, progress=sys.stderr.isatty(), trainer_kwargs=trainer_kwargs(args)
-    )
-    from lightning.fabric.utilities.rank_zero import rank_zero_only
+    with training_command("fit", out_dir, resume=args.resume, overwrite=args.overwrite):
+        # The progress bar goes to stderr; it is only useful on a terminal (not in CI logs).
+        result = run_experiment(
+            config, out_dir, resume=args.resume, progress=sys.stderr.isatty(), trainer_kwargs=trainer_kwargs(args)
+        )
+        from lightning.fabric.utilities.rank_zero import rank_zero_only
 
-    if rank_zero_only.rank != 0:
-        # Under DDP every rank returns here; rank 0 wrote model/ and speaks for the run (one JSON object).
-        return 0
-    series = config.data.prepare()  # once, for the calibration and the plot
-    calibrate_saved_model(out_dir, series, config.training.batch_size)
-    if not args.no_plot:
-        result["plot"] = str(write_forecast_plot(out_dir, series))
+        if rank_zero_only.rank != 0:
+            # Under DDP every rank returns here; rank 0 wrote model/ and speaks for the run (one JSON object).
+            return 0
+        series = config.data.prepare()  # once, for the calibration and the plot
+        calibrate_saved_model(out_dir, series, config.training.batch_size)
+        if not args.no_plot:
+            result["plot"] = str(write_forecast_plot(out_dir, series))
     if args.json:
         print(json.dumps(result))
         return 0

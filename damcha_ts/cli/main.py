@@ -30,10 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from damcha_ts.errors import Stopped
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except Stopped as exc:  # a training command's SIGTERM or Ctrl+C (cli/fit.py: training_command)
+        print(f"damcha-ts {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -45,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         # A path the user gave that cannot be read or written: the OS message names it.
         print(f"damcha-ts: error: {exc}", file=sys.stderr)
+        _print_notes(exc)
         return 2
     except (ValueError, KeyError, RuntimeError) as exc:
         # Library errors already name the file/column/argument; show them without a traceback.
@@ -52,8 +58,15 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(exc, DamchaError):
             print(f"damcha-ts: error: {exc.cli_message()}", file=sys.stderr)
+            _print_notes(exc)
             return 2
         raise
+
+
+def _print_notes(exc: BaseException) -> None:
+    """What the command added to the error (``add_note``), as a traceback would show it."""
+    for note in getattr(exc, "__notes__", ()):
+        print(f"damcha-ts {note}", file=sys.stderr)
 
 
 if __name__ == "__main__":

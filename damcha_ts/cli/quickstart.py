@@ -4,7 +4,8 @@ Trains with the official iTransformer ETTh1 settings (configs/itransformer_damch
 d_model 256, 2 layers, batch 32, lr 1e-4 halved after every epoch from the second (TSLib type1), at most 10 epochs, early stopping),
 prints the test MSE/MAE next to the published iTransformer figure and writes a forecast plot.
 About 10 minutes on a 2-core CPU, far less on a GPU. ETTh1 is located (``$DAMCHA_TS_DATA``, the
-cache) or downloaded and checksum-verified first.
+cache) or downloaded and checksum-verified first. Stopped (SIGTERM, Ctrl+C), it exits 143 / 130 and
+``--resume`` continues the run in ``--out``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from damcha_ts.cli.arguments import (
     add_command,
     add_json_flag,
     add_overrides_argument,
+    add_resume_argument,
     add_trainer_argument,
 )
 
@@ -31,6 +33,7 @@ def register(subparsers) -> None:
         "train DAMCHA-iTransformer on ETTh1 (H=96) and compare with the published iTransformer", __doc__,
     )
     parser.add_argument("--out", default="runs/quickstart", help="output directory (default runs/quickstart)")
+    add_resume_argument(parser)
     add_overrides_argument(parser, "training.max_epochs=2")
     add_json_flag(parser)
     add_trainer_argument(parser)
@@ -47,20 +50,22 @@ def published_itransformer() -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from damcha_ts.cli.arguments import trainer_kwargs
-    from damcha_ts.cli.fit import calibrate_saved_model, write_forecast_plot
+    from damcha_ts.cli.fit import calibrate_saved_model, training_command, write_forecast_plot
     from damcha_ts.training import RunConfig, run_experiment
 
     config = RunConfig.load(CONFIG, horizon=HORIZON, overrides=args.overrides)
     out_dir = Path(args.out)
-    result = run_experiment(config, out_dir, progress=sys.stderr.isatty(), trainer_kwargs=trainer_kwargs(args))
-    from lightning.fabric.utilities.rank_zero import rank_zero_only
+    with training_command("quickstart", out_dir, resume=args.resume):
+        result = run_experiment(config, out_dir, resume=args.resume, progress=sys.stderr.isatty(),
+                                trainer_kwargs=trainer_kwargs(args))
+        from lightning.fabric.utilities.rank_zero import rank_zero_only
 
-    if rank_zero_only.rank != 0:
-        # Under DDP (several GPUs) every rank returns here; rank 0 wrote model/ and speaks for the run.
-        return 0
-    series = config.data.prepare()  # once, for the calibration (predict --level) and the plot
-    calibrate_saved_model(out_dir, series, config.training.batch_size)
-    result["plot"] = str(write_forecast_plot(out_dir, series))
+        if rank_zero_only.rank != 0:
+            # Under DDP (several GPUs) every rank returns here; rank 0 wrote model/ and speaks for the run.
+            return 0
+        series = config.data.prepare()  # once, for the calibration (predict --level) and the plot
+        calibrate_saved_model(out_dir, series, config.training.batch_size)
+        result["plot"] = str(write_forecast_plot(out_dir, series))
     result["published_itransformer"] = published_itransformer()
     if args.json:
         print(json.dumps(result))
