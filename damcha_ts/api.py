@@ -28,7 +28,7 @@ import pandas as pd
 from damcha_ts.data.covariates import covariate_settings
 from damcha_ts.data.layout import describe_input, input_columns, with_entity_col
 from damcha_ts.data.options import PROTOCOL_KEYS, ReadOptions
-from damcha_ts.errors import ConfigError
+from damcha_ts.errors import ConfigError, plain_repr
 from damcha_ts.forecasting.history import (
     history_from,
     load_history,
@@ -483,9 +483,9 @@ def _settings(
 
     for name, value in (("horizon", horizon), ("lookback", lookback)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+            raise ConfigError(f"{name} must be a positive integer, got {plain_repr(value)}")
     if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)) or random_state < 0:
-        raise ConfigError(f"random_state must be a non-negative integer (the seed of every run), got {random_state!r}")
+        raise ConfigError(f"random_state must be a non-negative integer (the seed of every run), got {plain_repr(random_state)}")
     model_options, training_options = split_keywords(kwargs)
     levels = None if quantiles is None else validate_quantiles(quantiles, argument="quantiles")
     training = TrainingConfig.from_dict(
@@ -520,7 +520,7 @@ def _model_config(model: str, lookback: int, horizon: int, options: Mapping[str,
 
 def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise ConfigError(f"{name} must be True or False, got {value!r}")
+        raise ConfigError(f"{name} must be True or False, got {plain_repr(value)}")
     return bool(value)
 
 
@@ -563,7 +563,7 @@ def _fit_model(forecaster: Forecaster, series, *, refit: bool = False):
     from damcha_ts.data.protocol import train_on_train_and_val
 
     if not isinstance(refit, (bool, np.bool_)):
-        raise ConfigError(f"fit(refit=...) must be True or False, got {refit!r}")
+        raise ConfigError(f"fit(refit=...) must be True or False, got {plain_repr(refit)}")
     result = _train(forecaster, series)
     facts = {"best_val_loss": result.best_val_loss, "epochs_run": result.epochs_run,
              "best_epoch": result.best_epoch, **result.timing}

@@ -66,3 +66,19 @@ def add_note(exc: BaseException, note: str) -> None:
     tracebacks show the note, and ``damcha-ts`` prints it after the error's message."""
     exc.__notes__ = [*getattr(exc, "__notes__", ()), note]
 
+
+def plain_repr(value) -> str:
+    """``repr(value)`` for a message, with NumPy scalars (also in a list or tuple) as the Python
+    values they hold: NumPy 2 writes ``np.float64(nan)``, ``np.int64(3)`` and ``np.str_('a')`` where
+    a user reads ``nan``, ``3`` and ``'a'``."""
+    return repr(_python_value(value))
+
+
+def _python_value(value):
+    if type(value) in (list, tuple):
+        return type(value)(_python_value(item) for item in value)
+    # Numbers, booleans and text; a datetime64 reads better as NumPy writes it than as a datetime.
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and kind in tuple("biufcSU"):
+        return value.item()
+    return value

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
-from damcha_ts.errors import ConfigError
+from damcha_ts.errors import ConfigError, plain_repr
 from damcha_ts.models import build_model
 
 MEDIAN_LEVEL = 0.5
@@ -60,17 +60,17 @@ def validate_quantiles(quantiles: Sequence[float], *, argument: str = "quantiles
     ``argument`` and the bad value.
     """
     if isinstance(quantiles, (str, bytes, Mapping)) or not isinstance(quantiles, Iterable):
-        raise ConfigError(f"{argument} must be a sequence of levels in (0, 1), got {quantiles!r}")
+        raise ConfigError(f"{argument} must be a sequence of levels in (0, 1), got {plain_repr(quantiles)}")
     quantiles = list(quantiles)  # also NumPy arrays and tuples
     if len(quantiles) == 0:
         raise ConfigError(f"{argument} must not be empty (give e.g. [0.1, 0.5, 0.9]; None means a point forecast)")
     levels = set()
     for level in quantiles:
         if isinstance(level, bool) or not isinstance(level, numbers.Real):
-            raise ConfigError(f"{argument} holds {level!r}, which is not a number")
+            raise ConfigError(f"{argument} holds {plain_repr(level)}, which is not a number")
         value = float(level)
         if not math.isfinite(value) or not 0.0 < value < 1.0:
-            raise ConfigError(f"{argument} holds {level!r}; every level must lie strictly between 0 and 1")
+            raise ConfigError(f"{argument} holds {plain_repr(level)}; every level must lie strictly between 0 and 1")
         levels.add(value)
     levels.add(MEDIAN_LEVEL)
     return tuple(sorted(levels))

@@ -30,12 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from damcha_ts.cli.messages import command_flags, in_cli_words, warnings_shown_once
     from damcha_ts.errors import Stopped
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    flags = command_flags(parser, args)
     try:
-        return int(args.func(args) or 0)
+        with warnings_shown_once(flags):
+            return int(args.func(args) or 0)
     except Stopped as exc:  # a training command's SIGTERM or Ctrl+C (cli/fit.py: training_command)
         print(f"damcha-ts {exc}", file=sys.stderr)
         return exc.exit_code
@@ -57,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         from damcha_ts.errors import DamchaError
 
         if isinstance(exc, DamchaError):
-            print(f"damcha-ts: error: {exc.cli_message()}", file=sys.stderr)
+            message = exc.cli or in_cli_words(str(exc), flags)  # Python's keywords as this command's flags
+            print(f"damcha-ts: error: {message}", file=sys.stderr)
             _print_notes(exc)
             return 2
         raise

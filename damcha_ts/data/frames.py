@@ -34,7 +34,7 @@ from damcha_ts.data.registry import (
     is_benchmark_name,
 )
 from damcha_ts.data.storage import locate_dataset
-from damcha_ts.errors import ConfigError, DataError, DatasetNotFoundError
+from damcha_ts.errors import ConfigError, DataError, DatasetNotFoundError, plain_repr
 
 ATTRS_KEY = "damcha_ts"
 # Column names recognised as the time axis when ``time_col`` is not given (compared lower-case).
@@ -604,7 +604,7 @@ def _parse_times(column: pd.Series, name: str, date_format: str | None, place: _
     bad = np.flatnonzero(parsed.isna().to_numpy())
     if bad.size:
         i = int(bad[0])
-        problem = "is empty" if pd.isna(column.iloc[i]) else f"holds {column.iloc[i]!r}, which is not a timestamp"
+        problem = "is empty" if pd.isna(column.iloc[i]) else f"holds {plain_repr(column.iloc[i])}, which is not a timestamp"
         hint = f" in format {date_format!r}" if date_format else ""
         raise DataError(f"{place.label}: time column {name!r} {place.row(i)} {problem}{hint} ({bad.size} bad rows in all)")
     return pd.DatetimeIndex(parsed)
@@ -635,7 +635,7 @@ def _utc_offsets(column: pd.Series, name: str, place: _Place) -> list[str]:
         i = column.index.get_loc(text.index[int(missing[0])])
         raise DataError(
             f"{place.label}: time column {name!r} mixes timestamps with and without a UTC offset: {place.row(i)} "
-            f"holds {column.iloc[i]!r}; give every timestamp its offset, or none"
+            f"holds {plain_repr(column.iloc[i])}; give every timestamp its offset, or none"
         )
     normal = found.str.replace("Z", "+00:00", regex=False).str.replace(r"^([+-]\d{2})(\d{2})$", r"\1:\2", regex=True)
     return [str(offset) for offset in pd.unique(normal)]
@@ -649,7 +649,7 @@ def _long_to_wide(raw, time_col, id_col, value_col, date_format, place: _Place,
     if duplicated.size:
         i = int(duplicated[0])
         raise DataError(
-            f"{place.label}: {place.row(i)} repeats id {keyed['id'].iloc[i]!r} at {keyed['time'].iloc[i]} "
+            f"{place.label}: {place.row(i)} repeats id {plain_repr(keyed['id'].iloc[i])} at {keyed['time'].iloc[i]} "
             "(each id may have one value per timestamp)"
         )
     _require_numeric(keyed["value"], value_col, place)
@@ -693,7 +693,7 @@ def _require_numeric(column: pd.Series, name: str, place: _Place) -> np.ndarray:
         i = int(bad[0])
         # Text repeated over many rows is more likely an entity's name than a broken number.
         names_entities = bad.size == len(column) and column.nunique() < len(column)
-        said = (f"{place.label}: column {name!r} is not numeric: {place.row(i)} holds {column.iloc[i]!r} "
+        said = (f"{place.label}: column {name!r} is not numeric: {place.row(i)} holds {plain_repr(column.iloc[i])} "
                 f"({bad.size} non-numeric rows in all)")
         hint = "; if it names entities (one series each, same variates), pass "
         raise DataError(f"{said}{hint}entity_col={name!r}" if names_entities else said,

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
-from damcha_ts.errors import ConfigError
+from damcha_ts.errors import ConfigError, plain_repr
 from damcha_ts.schema import coerce, reject_unknown_keys
 
 FEATURE_MODES = ("M", "S", "MS")
@@ -53,7 +53,7 @@ def check_size(name: str, value: Any, *, where: str = "") -> int | float | None:
         if value < 1:
             return float(value)
     raise ConfigError(
-        f"{where}{name} must be a number of rows (an integer >= 0) or a fraction of the rows in (0, 1), got {value!r}"
+        f"{where}{name} must be a number of rows (an integer >= 0) or a fraction of the rows in (0, 1), got {plain_repr(value)}"
     )
 
 
@@ -166,7 +166,7 @@ class ProtocolOptions:
         for name in ("seq_len", "pred_len"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"data.{name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"data.{name} must be a positive integer, got {plain_repr(value)}")
         check_features(self.features)
         for name in self.SIZES:
             check_size(name, getattr(self, name), where="data.")

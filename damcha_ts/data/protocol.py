@@ -22,7 +22,7 @@ from damcha_ts.data.frames import Source, check_freq, frame_info, load_frame, se
 from damcha_ts.data.options import check_features, check_size
 from damcha_ts.data.registry import SPLIT_KINDS, get_spec
 from damcha_ts.data.scaling import StandardScaler
-from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.errors import ConfigError, DataError, plain_repr
 
 if TYPE_CHECKING:
     from damcha_ts.data.windows import WindowDataset
@@ -203,15 +203,15 @@ def size_borders(
     default_val, default_test = default_tails(default, n_rows)
     n_val = default_val if val_size is None else _tail_rows("val_size", val_size, n_rows)
     n_test = default_test if test_size is None else _tail_rows("test_size", test_size, n_rows)
-    given = ", ".join(f"{k}={v!r}" for k, v in (("val_size", val_size), ("test_size", test_size)) if v is not None)
+    given = ", ".join(f"{k}={plain_repr(v)}" for k, v in (("val_size", val_size), ("test_size", test_size)) if v is not None)
     if n_val < pred_len:
         raise ConfigError(
-            f"val_size={val_size!r} gives {n_val} validation rows; early stopping needs at least one window, "
+            f"val_size={plain_repr(val_size)} gives {n_val} validation rows; early stopping needs at least one window, "
             f"pred_len = {pred_len} rows after the lookback (the data has {n_rows} rows)"
         )
     if 0 < n_test < pred_len:
         raise ConfigError(
-            f"test_size={test_size!r} gives {n_test} test rows; one test window needs pred_len = {pred_len} "
+            f"test_size={plain_repr(test_size)} gives {n_test} test rows; one test window needs pred_len = {pred_len} "
             "rows after the lookback (or test_size=0 for no test split)"
         )
     n_train = n_rows - n_val - n_test
@@ -319,7 +319,7 @@ def prepare(
     """
     for argument, value in (("seq_len", seq_len), ("pred_len", pred_len)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ConfigError(f"{argument} must be a positive integer, got {value!r}")
+            raise ConfigError(f"{argument} must be a positive integer, got {plain_repr(value)}")
     check_features(features)
     # One series or many entities (a table that names its series), decided where the Forecaster and
     # the command line decide it too.

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.data.layout import INPUT_OPTIONS, READ_OPTIONS, describe_input
-from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.errors import ConfigError, DataError, plain_repr
 
 
 def history_from(meta, data: Any, data_options: Mapping[str, Any]):
@@ -83,7 +83,7 @@ def future_values(meta, future: Any, timestamps: pd.DatetimeIndex) -> np.ndarray
     bad = np.argwhere(~np.isfinite(values))
     if bad.size:
         i, j = (int(v) for v in bad[0])
-        raise DataError(f"future= column {names[j]!r} row {i} ({frame.index[i]}) holds {frame[names[j]].iloc[i]!r}, "
+        raise DataError(f"future= column {names[j]!r} row {i} ({frame.index[i]}) holds {plain_repr(frame[names[j]].iloc[i])}, "
                         f"not a finite number ({len(bad)} such values in all)")
     return values
 

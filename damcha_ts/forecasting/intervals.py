@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.errors import ConfigError, DataError, plain_repr
 
 # Calibration windows kept at most, and the most scores (windows x steps x variates x score kinds).
 MAX_WINDOWS = 1000
@@ -74,18 +74,18 @@ def check_levels(level: Any, *, argument: str = "level") -> tuple[float, ...]:
     if level is None:
         return ()
     if isinstance(level, (str, bytes, Mapping)):
-        raise ConfigError(f"{argument} must be a percentage or a list of percentages in (0, 100), got {level!r}")
+        raise ConfigError(f"{argument} must be a percentage or a list of percentages in (0, 100), got {plain_repr(level)}")
     values = [level] if isinstance(level, numbers.Real) or np.ndim(level) == 0 else list(level)
     if not values:
         raise ConfigError(f"{argument} must not be empty (give e.g. [80, 95], or None for no intervals)")
     levels = set()
     for value in values:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-            raise ConfigError(f"{argument} holds {value!r}, which is not a number (levels are percentages, e.g. 80)")
+            raise ConfigError(f"{argument} holds {plain_repr(value)}, which is not a number (levels are percentages, e.g. 80)")
         number = float(value)
         if not math.isfinite(number) or not 0.0 < number < 100.0:
             raise ConfigError(
-                f"{argument} holds {value!r}; a level is a percentage strictly between 0 and 100 (e.g. 80 or 95)"
+                f"{argument} holds {plain_repr(value)}; a level is a percentage strictly between 0 and 100 (e.g. 80 or 95)"
             )
         levels.add(number)
     return tuple(sorted(levels))

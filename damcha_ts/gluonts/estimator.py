@@ -48,7 +48,7 @@ from gluonts.transform import (
 )
 
 from damcha_ts.data.protocol import time_features
-from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.errors import ConfigError, DataError, plain_repr
 from damcha_ts.gluonts.lightning_module import COVARIATE_FIELDS, KNOWN_COVARIATES, DAMCHALightningModule, input_names
 from damcha_ts.gluonts.transform import (
     TIME_MARKS,
@@ -129,9 +129,9 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
             if value < 1:  # @validated() has already made it an int (pydantic truncates 2.7 to 2)
                 raise ConfigError(f"{name} must be >= 1, got {value}")
         if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-            raise ConfigError(f"lr must be a finite number > 0, got {lr!r}")
+            raise ConfigError(f"lr must be a finite number > 0, got {plain_repr(lr)}")
         if not (isinstance(weight_decay, (int, float)) and math.isfinite(weight_decay) and weight_decay >= 0):
-            raise ConfigError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
+            raise ConfigError(f"weight_decay must be a finite number >= 0, got {plain_repr(weight_decay)}")
         if time_features_freq is not None:
             time_features(pd.DatetimeIndex([]), time_features_freq)  # names the argument if unknown
         self.covariate_counts = {"feat_dynamic_real": num_feat_dynamic_real,

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from damcha_ts.errors import ConfigError
+from damcha_ts.errors import ConfigError, plain_repr
 
 
 def check_choice(name: str, value: object, choices: tuple) -> None:
     if value not in choices:
-        raise ConfigError(f"{name}={value!r}; expected one of {choices}")
+        raise ConfigError(f"{name}={plain_repr(value)}; expected one of {choices}")
 
 
 def check_positive_ints(config: object, names: tuple[str, ...]) -> None:
     for name in names:
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name}={value!r}; expected a positive integer")
+            raise ConfigError(f"{name}={plain_repr(value)}; expected a positive integer")
 
 
 def check_counts(config: object, kinds: tuple[str, ...]) -> None:
@@ -22,7 +22,7 @@ def check_counts(config: object, kinds: tuple[str, ...]) -> None:
     for kind in kinds:
         value = getattr(config, f"{kind}_covariates")
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"{kind}_covariates={value!r}; expected an integer >= 0 (how many {kind} covariates)")
+            raise ConfigError(f"{kind}_covariates={plain_repr(value)}; expected an integer >= 0 (how many {kind} covariates)")
 
 
 def check_bools(config: object, names: tuple[str, ...]) -> None:
@@ -33,7 +33,7 @@ def check_bools(config: object, names: tuple[str, ...]) -> None:
 
 def check_dropout(value: object, name: str = "dropout") -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-        raise ConfigError(f"{name}={value!r}; expected a number in [0, 1)")
+        raise ConfigError(f"{name}={plain_repr(value)}; expected a number in [0, 1)")
 
 
 def check_heads(d_model: int, n_heads: int) -> int:

@@ -205,7 +205,7 @@ def warn_few_windows(series, batch_size: int) -> None:
             f"test {rows['test']}, val and test counting the lookback rows before them; a split of R rows has "
             f"R - lookback - horizon + 1 = R - {series.seq_len} - {series.pred_len} + 1 windows). For more "
             "windows use a shorter lookback or horizon, more data, or a larger validation share "
-            "(split=(0.7, 0.2, 0.1) fractions, or val_size=)",
+            "(val_size=, or split=[0.7, 0.2, 0.1] as fractions)",
             DataWarning,
             stacklevel=_caller_level(),
         )
@@ -435,7 +435,9 @@ def run_experiment(
     series = run.data.prepare()
     if evaluate_test and series.window_count("test") == 0:
         raise ConfigError("data.test_size=0 leaves no test split for run_experiment to score: give test_size > 0 "
-                          "(or leave it out), or train with Forecaster.fit(data, test_size=0)")
+                          "(or leave it out), or train with Forecaster.fit(data, test_size=0)",
+                          cli="data.test_size=0 leaves no test split for the run to score: give --test-size > 0, "
+                              "or leave it out")
     fit = fit_series(
         series,
         run.model_dict(),

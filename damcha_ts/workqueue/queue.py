@@ -204,8 +204,10 @@ class StudyQueue:
 
         from optuna.trial import TrialState
 
+        from damcha_ts.errors import plain_repr
+
         if value is None or not math.isfinite(float(value)):
-            return TrialState.FAIL if self.fail(trial, f"the result is not a finite number ({value!r})") else None
+            return TrialState.FAIL if self.fail(trial, f"the result is not a finite number ({plain_repr(value)})") else None
         _tell_unless_finished(self.study, handle, float(value))
         return TrialState.COMPLETE
 

@@ -1,8 +1,12 @@
-"""The command line as a process (issue 32): how ``damcha-ts fit`` ends when it is stopped or fails.
+"""The command line as a process (issue 32): how ``damcha-ts fit`` ends when it is stopped or fails,
+and what its messages say.
 
 - SIGTERM (kill, timeout, a batch scheduler) or Ctrl+C during a fit → exit 143 / 130, ``--resume``
   named, and ``--resume`` finishes the run (real processes: a signal is the input).
 - A fit that fails after training → no folder that refuses the same command, no user file lost.
+- Matrix rows: the Python API's keywords reach the user as the command's flags (``--future``, not
+  ``future=``), numbers as numbers (``nan``, not ``np.float64(nan)``), and a warning that each read
+  of the data repeats is shown once per command.
 """
 
 from __future__ import annotations
@@ -12,11 +16,16 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from damcha_ts.errors import DataError
-from matrix import fit_argv, hourly_frame, run_cli, write_csv
+from damcha_ts.data.options import check_size
+from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.forecasting.intervals import check_levels
+from damcha_ts.probabilistic import validate_quantiles
+from matrix import Case, check_case, fit_argv, fit_case, hourly_frame, run_cli, write_csv
 
 STOPPED_BY = {signal.SIGTERM: (143, "stopped by SIGTERM"), signal.SIGINT: (130, "stopped by SIGINT")}
 
@@ -82,3 +91,64 @@ def test_a_fit_that_fails_after_training_leaves_no_folder_that_refuses_its_rerun
     assert (out / "notes.txt").read_text() == "the user's own file"
     assert (f"damcha-ts fit: the run in {out} did not finish ({out / 'fit_failed.txt'} says so): the same command "
             "starts it over, and with --resume it goes on from its last checkpoint") in failed.stderr
+
+
+def _semicolon_csv(folder: Path, fixtures: dict) -> list[str]:
+    data = folder / "series.csv"
+    hourly_frame().to_csv(data, index=False, sep=";")
+    return fit_argv(data, folder / "run")
+
+
+def _nan_future(folder: Path, fixtures: dict) -> list[str]:
+    import pandas as pd
+
+    fit = run_cli(fit_argv(write_csv(hourly_frame(), folder / "series.csv"), folder / "run", "--future-covariates", "v2"))
+    assert fit.code == 0, fit.stderr
+    future = pd.DataFrame({"date": pd.date_range("2024-01-17 16:00", periods=4, freq="h"), "v2": [0.5, np.nan, 0.5, 0.5]})
+    return ["predict", "--model", folder / "run", "--future", write_csv(future, folder / "future.csv")]
+
+
+def _with_nan(folder: Path, fixtures: dict) -> list[str]:
+    frame = hourly_frame()
+    frame.loc[5, "v1"] = np.nan
+    return fit_argv(write_csv(frame, folder / "series.csv"), folder / "run")
+
+
+CASES = [
+    # The Python API's keywords become this command's flags; numbers print as numbers.
+    Case("future file with a missing value", _nan_future, 2,
+         "--future column 'v2' row 1 (2024-01-17 17:00:00) holds nan, not a finite number"),
+    Case("data with a missing value", _with_nan, 2, "Clean the data or pass --fill ffill, 'interpolate' or 'zero'"),
+    Case("validation size of no window", fit_case("--val-size", "0.001"), 2,
+         "--val-size 0.001 gives 0 validation rows"),
+    Case("no test split to score", fit_case("--test-size", "0"), 2,
+         "data.test_size=0 leaves no test split for the run to score: give --test-size > 0, or leave it out"),
+    # Each warning once per command, in the command line's words (test_a_warning_...: the count).
+    Case("semicolon CSV", _semicolon_csv, 0,
+         "read with delimiter ';' (detected from the header); pass --sep to choose another"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_matrix(case, tmp_path):
+    check_case(case, tmp_path)
+
+
+def test_a_warning_that_each_read_repeats_is_shown_once_per_fit(tmp_path):
+    """A fit reads its CSV three times (to size the model, to train, to calibrate): the semicolon
+    warning came three times."""
+    outcome = run_cli(_semicolon_csv(tmp_path, {}))
+    assert outcome.code == 0 and outcome.stderr.count("read with delimiter ';'") == 1, outcome.stderr
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: check_levels(np.array([80.0, 120.0])), "level holds 120.0; a level is a percentage"),
+    (lambda: validate_quantiles(np.array([0.1, 1.5])), "quantiles holds 1.5; every level must lie strictly between 0 and 1"),
+    (lambda: check_size("val_size", np.float64(1.5)), "val_size must be a number of rows (an integer >= 0) or a "
+                                                      "fraction of the rows in (0, 1), got 1.5"),
+], ids=["levels", "quantiles", "val_size"])
+def test_numbers_in_python_messages_print_as_numbers(call, message):
+    """NumPy 2 writes np.float64(1.5) for a value that came in an array; the user gave 1.5."""
+    with pytest.raises(ConfigError) as raised:
+        call()
+    assert message in str(raised.value) and "np." not in str(raised.value)
