@@ -153,6 +153,8 @@ class Forecaster:
         retrain from scratch (same seed) on the train and validation rows for that many epochs,
         without validation, and keep that model (its scaler fitted on those rows); ``fit_result_``
         then says ``refit: True`` and ``refit_epochs``. With ``test_size=0`` that is every row.
+        Its ``level=`` intervals are calibrated on the validation windows by the first pass, before
+        the refit trained on them.
         """
         return _fit(self, data, refit, data_options)
 
@@ -209,13 +211,16 @@ class Forecaster:
 
         ``fit`` already calibrates on its validation split; this gives one to a model saved without
         (``Forecaster.load(old).calibrate(data).save(new)``) or calibrates on other held-out data.
-        The windows must be ones the model did not train on.
+        The windows must be ones the model did not train on: ``split="train"``, and ``"val"`` after
+        ``fit(refit=True)``, are refused (ConfigError; a refit model keeps its first pass's calibration).
         """
-        from damcha_ts.forecasting.intervals import calibrate
+        from damcha_ts.forecasting.intervals import calibrate, refuse_trained_split
 
         predictor = self._predictor("calibrate")
+        refit = bool(self.fit_result_.get("refit"))
+        refuse_trained_split(split, refit)  # before the data is read
         series = _evaluation_series(self, data, borders, data_options)
-        self.calibration_ = calibrate(predictor, series, split, batch_size=self.training.batch_size)
+        self.calibration_ = calibrate(predictor, series, split, refit=refit, batch_size=self.training.batch_size)
         return self
 
     def backtest(self, data: Any = None, n_windows: int = 5, step: int | None = None, *, level: Any = None,
@@ -245,7 +250,8 @@ class Forecaster:
         ``refit=True`` trains a model per window on the rows up to its cutoff as ``fit`` does (same
         config and seed, a ``val_size`` validation tail, else 10 %); ``refit=k`` every k-th window.
         ``attrs["refits"]`` lists each training. ``level=`` adds :meth:`backtest`'s interval columns,
-        calibrated on each window model's validation tail (not after ``fit(refit=True)``).
+        calibrated on each window model's validation tail as ``fit`` calibrates (after ``fit(refit=True)``:
+        by the window's first pass, before its refit).
         """
         return _cross_validation(self, data, n_windows, step, refit, level, data_options)
 
@@ -331,7 +337,7 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
     series = prepare(data, seq_len=forecaster.lookback, pred_len=forecaster.horizon, **options)
     forecaster.model_config = _sized_model_config(forecaster, series)  # user data: the size keys not given follow it
     windows = {split: series.window_count(split) for split in ("train", "val", "test")}
-    series, result, facts = _fit_model(forecaster, series, refit=refit)
+    series, result, facts, calibration = _fit_model(forecaster, series, refit=refit, calibrated=True)
     forecaster.model_ = result.module.model.cpu().eval()
     forecaster.model_config = with_covariate_counts(forecaster.model_config, series)  # as fit_series built it
     input_options["input_columns"] = input_columns(data, options, series)
@@ -344,8 +350,7 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
     forecaster._history = series.latest  # the source's last rows (of each entity, for many)
     forecaster.fit_result_ = facts
     forecaster.fit_result_.update(_size_report(forecaster, windows))
-    forecaster.calibration_ = None  # an earlier fit's, which may not fit this model's columns
-    forecaster.calibration_ = _fit_calibration(forecaster, series)
+    forecaster.calibration_ = calibration
     return forecaster
 
 
@@ -361,12 +366,6 @@ def _cross_validation(forecaster: Forecaster, data: Any, n_windows: int, step: i
     step = window_step(n_windows, step, forecaster.horizon)
     if not every:
         require_calibration(predictor, levels)
-    elif levels and forecaster.fit_result_.get("refit"):
-        raise ConfigError(
-            "cross_validation(refit=..., level=...): this Forecaster was fitted with refit=True, so each window's "
-            "model would train on the validation tail its intervals are calibrated on; fit without refit=True "
-            "for intervals, or drop level="
-        )
     def train(values, timestamps):
         return _window_predictor(forecaster, values, timestamps, calibrated=bool(levels))
 
@@ -556,10 +555,12 @@ def _size_report(forecaster: Forecaster, windows: Mapping[str, int]) -> dict:
 
 
 # ---------------------------------------------------------------------- fit and evaluate data
-def _fit_model(forecaster: Forecaster, series, *, refit: bool = False):
+def _fit_model(forecaster: Forecaster, series, *, refit: bool = False, calibrated: bool = False):
     """Train on ``series`` as ``fit`` does: (the series the kept model was trained on, its
-    FitResult, the ``fit_result_`` facts). ``refit``: then retrain on train + validation rows for
-    the best epoch count (see ``Forecaster.fit``)."""
+    FitResult, the ``fit_result_`` facts, its calibration or None). ``refit``: then retrain on
+    train + validation rows for the best epoch count (see ``Forecaster.fit``). ``calibrated``:
+    with the calibration of ``level=`` intervals on the validation windows, by the model trained
+    without them (with ``refit``, the first pass: the kept model trained on them)."""
     from damcha_ts.data.protocol import train_on_train_and_val
 
     if not isinstance(refit, (bool, np.bool_)):
@@ -567,6 +568,7 @@ def _fit_model(forecaster: Forecaster, series, *, refit: bool = False):
     result = _train(forecaster, series)
     facts = {"best_val_loss": result.best_val_loss, "epochs_run": result.epochs_run,
              "best_epoch": result.best_epoch, **result.timing}
+    calibration = _validation_calibration(forecaster, series, result.module.model) if calibrated else None
     if refit:
         epochs = result.best_epoch + 1
         series = train_on_train_and_val(series)
@@ -575,18 +577,32 @@ def _fit_model(forecaster: Forecaster, series, *, refit: bool = False):
                      refit_seconds_per_epoch=result.timing.get("seconds_per_epoch"))
     train_rows, last_timestamp = series.training_extent()
     facts.update(train_rows=train_rows, last_fit_timestamp=str(last_timestamp))
-    return series, result, facts
+    return series, result, facts, calibration
+
+
+def _validation_calibration(forecaster: Forecaster, series, model):
+    """The calibration (forecasting/intervals.py) of ``model``, trained on the train split of
+    ``series``, on its validation windows; None when it has none."""
+    from damcha_ts.forecasting import Predictor
+    from damcha_ts.forecasting.intervals import calibrate
+    from damcha_ts.training.artifacts import SeriesMeta
+
+    if series.window_count("val") < 1:
+        return None
+    meta = SeriesMeta.from_series(series)
+    meta.nonnegative = forecaster.nonnegative  # its forecasts are clipped as the kept model's
+    predictor = Predictor(model.cpu().eval(), meta, forecaster.quantiles)
+    return calibrate(predictor, series, "val", batch_size=forecaster.training.batch_size)
 
 
 def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd.DatetimeIndex, *,
                       calibrated: bool = False):
     """(a Predictor trained as ``fit`` trains, on exactly these raw rows [T, K] of ``meta.history_columns``,
     its ``fit_result_`` facts): the model of one ``cross_validation(refit=...)`` window;
-    ``calibrated``: with its calibration on its validation tail (for ``level=``). Many entities:
+    ``calibrated``: with its calibration on its validation tail (for ``level=``; as ``fit`` makes it). Many entities:
     ``values`` is ``{entity: (rows, timestamps)}`` and ``timestamps`` None."""
     from damcha_ts.data import prepare
     from damcha_ts.forecasting import Predictor
-    from damcha_ts.forecasting.intervals import calibrate
     from damcha_ts.training.artifacts import SeriesMeta
 
     meta = forecaster.meta_
@@ -600,13 +616,12 @@ def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd
     series = prepare(frame, seq_len=forecaster.lookback, pred_len=forecaster.horizon, features=meta.features,
                      target=str(meta.columns[-1]), time_features_freq=meta.time_features_freq or meta.freq,
                      freq=meta.freq, test_size=0, **options)
-    series, result, facts = _fit_model(forecaster, series, refit=bool(forecaster.fit_result_.get("refit", False)))
+    series, result, facts, calibration = _fit_model(forecaster, series, calibrated=calibrated,
+                                                    refit=bool(forecaster.fit_result_.get("refit", False)))
     window_meta = SeriesMeta.from_series(series, data_config=meta.data_config, input_kind=meta.input_kind,
                                          input_options=meta.input_options)
     window_meta.nonnegative = meta.nonnegative  # its forecasts are clipped as the fitted model's
-    predictor = Predictor(result.module.model.cpu().eval(), window_meta, forecaster.quantiles)
-    if calibrated:
-        predictor.calibration = calibrate(predictor, series, "val", batch_size=forecaster.training.batch_size)
+    predictor = Predictor(result.module.model.cpu().eval(), window_meta, forecaster.quantiles, calibration=calibration)
     return predictor, facts
 
 
@@ -666,17 +681,6 @@ def _train(forecaster: Forecaster, series, *, max_epochs: int | None = None, val
         with contextlib.nullcontext() if forecaster.verbose else quiet_lightning():
             return fit_series(series, forecaster.model_config, training, out_dir,
                               trainer_kwargs=trainer_kwargs, progress=progress, validate=validate)
-
-
-def _fit_calibration(forecaster: Forecaster, series):
-    """The calibration of a fitted model on the validation windows of ``series``
-    (forecasting/intervals.py), or None when it has none it did not train on (no validation
-    window, or ``refit=True``, which trained on them: ``calibrate(data)`` on held-out data then)."""
-    from damcha_ts.forecasting.intervals import calibrate
-
-    if forecaster.fit_result_.get("refit") or series.window_count("val") < 1:
-        return None
-    return calibrate(forecaster._predictor("fit"), series, "val", batch_size=forecaster.training.batch_size)
 
 
 def _data_settings(data: Any, options: Mapping[str, Any]) -> dict:

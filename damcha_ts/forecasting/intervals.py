@@ -6,7 +6,9 @@
 * :func:`calibrate` forecasts windows of a split the model was not trained on (``"val"``: the
   validation split early stopping watched) through the :class:`~damcha_ts.forecasting.Predictor`,
   on the raw scale, and keeps per (window, horizon step, output variate) conformity scores in a
-  :class:`Calibration`:
+  :class:`Calibration` (never on windows the model trained on, :func:`refuse_trained_split`; a
+  model fitted with ``refit=True``, which trains on the validation windows too, keeps the scores
+  its first pass had there, before the refit):
 
   - the absolute residual ``|y − ŷ|`` of the point forecast (the median of a quantile model);
   - for a model trained with ``quantiles=``, for every trained level pair ``(τ, 1 − τ)``, the CQR
@@ -20,13 +22,23 @@
   the truth with probability at least 1 − α at each step and variate (Vovk et al. 2005; Lei et al.
   2018). A level with ``k > n`` needs more calibration windows than there are: ConfigError.
 
-  - residual method: ``[ŷ − Q̂, ŷ + Q̂]``;
-  - CQR, when the model was trained with the levels ``(1 − a/100)/2`` and ``(1 + a/100)/2``
-    (``quantiles=[0.1, 0.9]`` for 80 %, ``[0.025, 0.975]`` for 95 %): ``[q̂_lo − Q̂, q̂_hi + Q̂]``
-    (Q̂ may be negative and shrink the band; where it would cross, both ends are its midpoint).
-  - **A quantile model asked for a level whose pair it was not trained with falls back to the
-    residual method around its median** (never an error): :meth:`Calibration.method` says which
-    method a level gets.
+  - a point model (or a quantile model without a symmetric pair): the residual method,
+    ``[ŷ − Q̂, ŷ + Q̂]``;
+  - a quantile model with pairs: CQR with one pair for every level, the narrowest trained one
+    (:attr:`Calibration.interval_pair`; ``quantiles=[0.1, 0.9]``, or ``[0.1, 0.9]`` of
+    ``[0.025, 0.1, 0.9, 0.975]``): ``[q̂_τ − Q̂, q̂_{1−τ} + Q̂]`` with Q̂ of that pair's scores at
+    the level asked for (CQR covers at any level with any pair: Romano et al.; Q̂ may be negative
+    and shrink the band; where it would cross, both ends are its midpoint). Its inner heads are the
+    best estimated: on the sines of tests/forecasting/test_intervals.py the 0.1/0.9 pair at 95 %
+    covered 95.0 % of the test cells, the 0.025/0.975 pair 95.2 % with bands 12 % wider.
+  - every interval holds the point forecast (the median of a quantile model).
+
+  **The bands of one forecast are nested, by construction, for any set of levels**: every level
+  uses the same sorted scores, and Q̂ is the order statistic of a rank that never falls as the
+  level rises, so each end moves outwards with the level (the midpoint rule, holding the point and
+  clipping at 0 for ``nonnegative`` keep that). A level's band depends on the level and the
+  calibration alone, not on the other levels asked for. (Mixing methods, CQR at 80 % and residuals
+  at 95 %, crossed in about half of the backtest rows: issue 32.)
 
 * :func:`interval_scores` scores intervals and quantiles on every window of a split: empirical
   coverage and mean width per level (``coverage_80``, ``width_80``), the uncalibrated quantile head's
@@ -78,7 +90,7 @@ def check_levels(level: Any, *, argument: str = "level") -> tuple[float, ...]:
     values = [level] if isinstance(level, numbers.Real) or np.ndim(level) == 0 else list(level)
     if not values:
         raise ConfigError(f"{argument} must not be empty (give e.g. [80, 95], or None for no intervals)")
-    levels = set()
+    levels: dict[str, float] = {}  # by name: the names key the columns and scores (-lo-80, coverage_80)
     for value in values:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
             raise ConfigError(f"{argument} holds {plain_repr(value)}, which is not a number (levels are percentages, e.g. 80)")
@@ -87,8 +99,15 @@ def check_levels(level: Any, *, argument: str = "level") -> tuple[float, ...]:
             raise ConfigError(
                 f"{argument} holds {plain_repr(value)}; a level is a percentage strictly between 0 and 100 (e.g. 80 or 95)"
             )
-        levels.add(number)
-    return tuple(sorted(levels))
+        name = level_name(number)
+        if levels.get(name, number) != number:  # two levels, one name: their columns and scores would merge
+            raise ConfigError(
+                f"{argument} holds {levels[name]:.15g} and {number:.15g}, which both name the interval {name} "
+                f"(columns -lo-{name} / -hi-{name}, score coverage_{name}); give levels that differ "
+                "in their first 6 significant digits (e.g. 80 and 80.5)"
+            )
+        levels[name] = number
+    return tuple(sorted(levels.values()))
 
 
 def level_name(level: float) -> str:
@@ -207,17 +226,27 @@ class Calibration:
         return int(self.scores.shape[3])
 
     def pair(self, level: float) -> tuple[float, float] | None:
-        """The trained pair ``((1 − a)/2, (1 + a)/2)`` that CQR uses for ``level``, or None."""
+        """The trained pair ``((1 − a)/2, (1 + a)/2)`` of exactly ``level`` (its raw head is scored
+        beside the interval: ``coverage_80_uncalibrated``), or None."""
         kind = self._kind(level)
         return None if kind == 0 else self.pairs[kind - 1]
 
+    @property
+    def interval_pair(self) -> tuple[float, float] | None:
+        """The one pair whose CQR scores every level's interval uses: the narrowest trained pair
+        (the heads nearest the median, the best estimated); None without pairs (residuals)."""
+        return max(self.pairs, default=None)  # pairs are (τ, 1 − τ): the largest τ is the narrowest
+
     def method(self, level: float) -> str:
-        """``"cqr"`` when the model was trained with the level's pair, else ``"residual"``."""
-        return "residual" if self._kind(level) == 0 else "cqr"
+        """``"cqr"`` for a calibration with quantile pairs (every level), else ``"residual"``."""
+        return "residual" if self.interval_pair is None else "cqr"
 
     def quantile(self, level: float) -> np.ndarray:
-        """Q̂ [H, C_out]: the conformal quantile of the scores ``level`` uses."""
-        return self.scores[self._kind(level), conformal_rank(self.windows, level) - 1]
+        """Q̂ [H, C_out]: the conformal quantile at ``level`` of the scores every level uses (the
+        CQR scores of :attr:`interval_pair`, or the absolute residuals)."""
+        pair = self.interval_pair
+        kind = 0 if pair is None else self._kind(pair_level(pair))
+        return self.scores[kind, conformal_rank(self.windows, level) - 1]
 
     def _kind(self, level: float) -> int:
         return next((kind for nominal, kind in self._kinds.items() if abs(nominal - float(level)) < 1e-6), 0)
@@ -238,14 +267,40 @@ class Calibration:
                 "cqr_levels": [pair_level(p) for p in self.pairs]}
 
 
-def calibrate(predictor, series, split: str = "val", *, batch_size: int = 256,
+def trained_splits(refit: bool) -> tuple[str, ...]:
+    """The splits of its data whose windows a fitted model trained on: ``train``, and ``val`` too
+    after ``fit(refit=True)``."""
+    return ("train", "val") if refit else ("train",)
+
+
+def refuse_trained_split(split: str, refit: bool) -> None:
+    """ConfigError when ``split`` is one the model trained on (:func:`trained_splits`): residuals
+    there are smaller than on new data, so intervals calibrated on them would cover less than their
+    level. :func:`calibrate` applies it, so every calibration does (``Forecaster.calibrate``, and the
+    first pass of ``fit`` and of ``cross_validation``'s window models)."""
+    if split not in trained_splits(refit):
+        return
+    why = ("fit(refit=True) trained this model on the validation windows too" if split == "val"
+           else "every model trains on the windows of its train split")
+    splits = "split='test'" if refit else "split='val' (the default) or split='test'"
+    keeps = "; fit already kept the calibration of its first pass, made before the refit" if refit else ""
+    raise ConfigError(
+        f"calibrate(split={split!r}): {why}, where its errors are smaller than on new data, so intervals "
+        f"calibrated there would cover less than their level; calibrate on windows it did not train on: "
+        f"{splits}, of this data or of held-out data{keeps}"
+    )
+
+
+def calibrate(predictor, series, split: str = "val", *, refit: bool = False, batch_size: int = 256,
               max_windows: int = MAX_WINDOWS) -> Calibration:
     """The :class:`Calibration` of ``predictor`` on the windows of ``split`` of a prepared
     ``series`` (:func:`damcha_ts.data.prepare`; its columns, lookback and horizon the model's).
 
     Every window is forecast through ``predictor`` from its raw values (the predictor's saved
     scaler and time marks, as ``predict`` does), up to ``max_windows`` of them evenly spaced over
-    the split (fewer for wide data, see the module docstring)."""
+    the split (fewer for wide data, see the module docstring). ``refit``: the model was fitted with
+    ``refit=True``; a split it trained on is refused (:func:`refuse_trained_split`)."""
+    refuse_trained_split(split, refit)
     count = series.window_count(split)
     if count < 1:
         raise DataError(f"calibrate(): the {split} split of {series.name or 'the data'} holds no window")
@@ -327,10 +382,10 @@ def interval(point: np.ndarray, calibration: Calibration, level: float, *, quant
              quantiles: Sequence[float] | None = None, unit: np.ndarray | float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi), each shaped like ``point`` [..., H, C_out]: the ``level`` % interval.
 
-    ``quantile_values`` [..., Q, H, C_out] at ``quantiles`` are a quantile model's forecasts; with
-    them and a trained pair for ``level`` the interval is CQR's, otherwise the residual one around
-    ``point`` (see the module docstring). ``unit``: the forecast units of one score unit
-    (:func:`score_unit`)."""
+    ``quantile_values`` [..., Q, H, C_out] at ``quantiles`` are a quantile model's forecasts; a
+    calibration with pairs needs them (CQR), one without gives the residual band around ``point``;
+    either holds ``point``, and bands of one forecast are nested in the level (see the module
+    docstring). ``unit``: the forecast units of one score unit (:func:`score_unit`)."""
     (level,) = check_levels(level)
     point = np.asarray(point, dtype=np.float64)
     if point.shape[-2:] != (calibration.horizon, calibration.n_outputs):
@@ -339,19 +394,18 @@ def interval(point: np.ndarray, calibration: Calibration, level: float, *, quant
             f"({calibration.horizon}, {calibration.n_outputs})"
         )
     bound = calibration.quantile(level) * unit  # [H, C_out]
-    pair = calibration.pair(level)
+    pair = calibration.interval_pair
     if pair is None:
         return point - bound, point + bound
     if quantile_values is None or quantiles is None:
         raise ConfigError(f"level={level_name(level)}: the calibration is CQR's for the quantile levels {list(pair)}; "
                           "pass the model's quantile forecasts (quantile_values=, quantiles=)")
-    lo = np.asarray(quantile_values)[..., _index(quantiles, pair[0]), :, :] - bound
-    hi = np.asarray(quantile_values)[..., _index(quantiles, pair[1]), :, :] + bound
-    crossed = lo > hi
-    if crossed.any():
-        middle = (lo + hi) / 2.0
-        lo, hi = np.where(crossed, middle, lo), np.where(crossed, middle, hi)
-    return lo, hi
+    low = np.asarray(quantile_values, dtype=np.float64)[..., _index(quantiles, pair[0]), :, :]
+    high = np.asarray(quantile_values, dtype=np.float64)[..., _index(quantiles, pair[1]), :, :]
+    # A negative Q̂ that would cross the ends leaves both at the pair's midpoint; the midpoint does not
+    # depend on Q̂, so that even rounding keeps bands nested. The band holds the median, which shrinking may leave.
+    middle = (low + high) / 2.0
+    return np.minimum(np.minimum(low - bound, middle), point), np.maximum(np.maximum(high + bound, middle), point)
 
 
 def require_calibration(predictor, levels: Sequence[float]) -> Calibration | None:
@@ -361,11 +415,15 @@ def require_calibration(predictor, levels: Sequence[float]) -> Calibration | Non
         return None
     calibration = getattr(predictor, "calibration", None)
     if calibration is None:
+        why = ("this model has no calibration (it was saved without one, by a damcha_ts before calibrated intervals "
+               "or before refit=True models kept one, or fitted without validation windows)")
+        names = " ".join(level_name(a) for a in levels)
         raise ConfigError(
-            f"level={[level_name(a) for a in levels]}: this model has no calibration (it was saved without one, by "
-            "a damcha_ts before calibrated intervals, or fitted with refit=True, which trains on the validation "
-            "windows, or without any); calibrate it on data it was not trained on with Forecaster.load(directory).calibrate(data) and save it again, or refit it "
-            "(Forecaster.fit and damcha-ts fit calibrate on the validation split)"
+            f"level=[{', '.join(level_name(a) for a in levels)}]: {why}; calibrate it on windows it did not train on "
+            "with Forecaster.load(directory).calibrate(data) and save it again, or fit it again (Forecaster.fit and "
+            "damcha-ts fit calibrate on the validation split)",
+            cli=f"--level {names}: {why}; fit it again with damcha-ts fit, which calibrates on the validation split, "
+                "or calibrate it in Python: Forecaster.load(directory).calibrate(data).save(new_directory)",
         )
     if (calibration.horizon, calibration.n_outputs) != (predictor.horizon, len(predictor.output_columns)):
         raise ConfigError(

@@ -178,10 +178,21 @@ def test_intervals_come_from_the_model_that_forecast_each_window(fitted, frame):
     assert not np.allclose(widths, (backtest["forecast-hi-80"] - backtest["forecast-lo-80"]).to_numpy())
 
 
-def test_intervals_with_refit_need_a_fit_without_refit(frame):
+def test_intervals_after_a_refit_fit_come_from_each_window_models_first_pass(frame, trainings, monkeypatch):
+    """Issue 32: each window model is refitted on its validation tail too, as fit(refit=True) does;
+    its intervals are calibrated there by its first pass, before the refit (they were refused)."""
     forecaster = tiny().fit(frame.iloc[:400], test_size=0, refit=True)
-    with pytest.raises(ConfigError, match="refit=True"):
-        forecaster.cross_validation(n_windows=2, refit=True, level=[80])
+    trainings.clear()
+    original = api._validation_calibration
+
+    def noting(*args):
+        trainings.append("calibrated")
+        return original(*args)
+
+    monkeypatch.setattr(api, "_validation_calibration", noting)
+    cv = forecaster.cross_validation(n_windows=2, refit=True, level=[80])
+    assert [r if r == "calibrated" else r["validate"] for r in trainings] == [True, "calibrated", False] * 2
+    assert (cv["forecast-lo-80"] <= cv["forecast"]).all() and (cv["forecast"] <= cv["forecast-hi-80"]).all()
 
 
 def test_run_experiment_refuses_a_config_without_a_test_split(tmp_path):

@@ -95,7 +95,7 @@ def test_cqr_widens_or_shrinks_the_quantile_pair_by_the_conformal_score():
     q_lo, q_hi = truth - 0.5 + 0.3 * rng.normal(size=truth.shape), truth + 0.5 + 0.3 * rng.normal(size=truth.shape)
     conformity = np.maximum(q_lo - truth, truth - q_hi)
     calibration = Calibration(scores=np.stack([np.abs(truth), conformity]), pairs=((0.1, 0.9),))
-    assert calibration.method(80) == "cqr" and calibration.method(90) == "residual"
+    assert calibration.method(80) == "cqr" and calibration.method(90) == "cqr"  # one method for every level
     k = math.ceil((n + 1) * 0.8)
     bound = np.sort(conformity, axis=0)[k - 1]
     assert (bound < 0).all()  # the raw pair over-covers here: CQR shrinks it
@@ -108,10 +108,65 @@ def test_cqr_widens_or_shrinks_the_quantile_pair_by_the_conformal_score():
     flat = np.stack([median, median, median], axis=1)
     lo, hi = interval(median, calibration, 80, quantile_values=flat, quantiles=(0.1, 0.5, 0.9))
     np.testing.assert_allclose(lo, median) and np.testing.assert_allclose(hi, median)
-    # A level without its trained pair falls back to the residual method around the point forecast.
+    # A level without its own pair: CQR of the pair below it, calibrated at that level (CQR covers at any
+    # level with any pair), not residuals around the median, whose band crossed the 80 % one (issue 32).
     lo, hi = interval(median, calibration, 90, quantile_values=forecast, quantiles=(0.1, 0.5, 0.9))
-    np.testing.assert_allclose(hi - median, np.broadcast_to(np.sort(np.abs(truth), axis=0)[math.ceil(20 * 0.9) - 1],
-                                                            median.shape))
+    bound_90 = np.sort(conformity, axis=0)[math.ceil(20 * 0.9) - 1]
+    np.testing.assert_allclose(lo, median - 1.0 - bound_90)
+    np.testing.assert_allclose(hi, median + 1.0 + bound_90)
+
+
+# ---------------------------------------------------------------------- nested bands (issue 32)
+PAIR_SETS = [(), ((0.1, 0.9),), ((0.025, 0.975),), ((0.025, 0.975), (0.1, 0.9)), ((0.05, 0.95), (0.25, 0.75))]
+
+
+def random_case(rng, pairs):
+    """A calibration with ``pairs`` (none: a point model) on 20-200 windows, CQR scores of either
+    sign (heads that under- and over-cover), and a forecast [B, Q, H, C] of sorted quantiles
+    (one unpaired level too, as ``quantiles=[0.3, ...]`` makes) whose 0.5 row is the point."""
+    n, shape = int(rng.integers(20, 200)), (5, 3, 2)
+    scores = [np.abs(rng.normal(size=(n, *shape[1:]))) * rng.uniform(0.1, 3.0)]
+    scores += [rng.normal(rng.uniform(-1.0, 1.0), rng.uniform(0.05, 2.0), size=(n, *shape[1:])) for _ in pairs]
+    quantiles = sorted({0.3, 0.5, *(q for pair in pairs for q in pair)})
+    values = np.sort(rng.normal(size=(shape[0], len(quantiles), *shape[1:])) * rng.uniform(0.01, 2.0, size=shape[1:]),
+                     axis=1) + rng.normal(size=shape[1:])
+    return Calibration(scores=np.stack(scores), pairs=pairs), quantiles, values
+
+
+def test_bands_are_nested_and_hold_the_point_for_random_level_sets():
+    """For any set of levels a > b: lo_a <= lo_b and hi_b <= hi_a, and lo <= point <= hi; the same
+    level's band whatever else is asked. 1000 seeded draws (hypothesis is not in the dev extra) of
+    calibrations with and without quantile pairs, forecasts, level sets (the pairs' levels among
+    them half the time), entity units and nonnegative clipping, through forecast_intervals (every
+    surface's path). Before issue 32 a level without its pair used residuals and crossed CQR's bands."""
+    from types import SimpleNamespace
+
+    from damcha_ts.forecasting.intervals import forecast_intervals, pair_level
+
+    rng = np.random.default_rng(32)
+    for draw in range(1000):
+        pairs = PAIR_SETS[draw % len(PAIR_SETS)]
+        calibration, quantiles, values = random_case(rng, pairs)
+        top = 100.0 * calibration.windows / (calibration.windows + 1)  # the highest level n windows allow
+        levels = {round(float(a), 3) for a in rng.uniform(0.5, top, size=rng.integers(1, 6))}
+        if rng.random() < 0.5:
+            levels |= {pair_level(pair) for pair in pairs}
+        nonnegative = bool(rng.random() < 0.3)
+        meta = SimpleNamespace(nonnegative=nonnegative, entity_col=None)
+        predictor = SimpleNamespace(calibration=calibration, horizon=3, output_columns=["a", "b"], meta=meta,
+                                    quantiles=tuple(quantiles) if pairs else None)
+        point = values[:, quantiles.index(0.5)]
+        if nonnegative:
+            point = np.maximum(point, 0.0)  # as the predictor clips its forecasts
+        bands = forecast_intervals(predictor, point, values if pairs else None, sorted(levels))
+        ordered = sorted(bands)
+        for narrow, wide in zip(ordered, ordered[1:]):
+            assert (bands[wide][0] <= bands[narrow][0]).all() and (bands[narrow][1] <= bands[wide][1]).all(), \
+                f"draw {draw}: pairs {pairs}, the {wide} % band does not hold the {narrow} % one"
+        for level, (lo, hi) in bands.items():
+            assert (lo <= point).all() and (point <= hi).all(), f"draw {draw}: the {level} % band leaves the point"
+            alone = forecast_intervals(predictor, point, values if pairs else None, [level])[level]
+            np.testing.assert_array_equal(alone[0], lo) and np.testing.assert_array_equal(alone[1], hi)
 
 
 @pytest.mark.parametrize("level", [0, 100, -5, 150, float("nan"), "80", True, [], [80, None]])
@@ -142,6 +197,23 @@ def test_calibrated_intervals_cover_held_out_windows_at_their_level(point_model,
         assert point[f"width_{level}"] > 2 * z * NOISE * 0.95
     assert quantile_model.calibration_.method(80) == "cqr" and point_model.calibration_.method(80) == "residual"
     assert "coverage_80_uncalibrated" not in point and "wql" not in point
+
+
+def test_a_refit_model_keeps_its_first_pass_calibration_and_covers_held_out_windows(series, point_model):
+    """Issue 32: fit(test_size=0, refit=True) trains on every row, its validation windows too, so its
+    intervals keep the scores its first pass had there, before the refit; on later rows neither pass
+    saw, they cover near their level (calibrate() on the trained windows had covered 0.63 / 0.84)."""
+    seen = series.iloc[:4000]
+    refit = tiny().fit(seen, test_size=0, refit=True)
+    first_pass = tiny().fit(seen, test_size=0)  # the same seed: the refit's first pass
+    assert refit.fit_result_["refit"] and refit.calibration_.split == "val"
+    np.testing.assert_allclose(refit.calibration_.scores, first_pass.calibration_.scores, rtol=1e-6)
+    held_out = refit.evaluate(series, split="test", level=[80, 95])  # the last 20 % of the rows: after all it saw
+    print(f"\nrefit model, {held_out['windows']} held-out windows: coverage {held_out['coverage_80']:.3f} / "
+          f"{held_out['coverage_95']:.3f}")
+    for level in (80, 95):
+        assert abs(held_out[f"coverage_{level}"] - level / 100) <= 0.03
+    assert list(refit.predict(level=[80]).columns[-2:]) == ["v3-lo-80", "v3-hi-80"]  # production models get level=
 
 
 def test_evaluate_scores_match_a_slow_reference_and_gluonts(quantile_model):
