@@ -37,7 +37,8 @@ def worker_label() -> str:
 
 
 def heartbeat_interval(storage) -> int | None:
-    """Seconds between a worker's heartbeats, or None for a storage without them (journal files)."""
+    """Seconds between a worker's heartbeats, or None for a storage without them (one not opened by
+    ``workqueue.storage.open_storage``)."""
     get_interval = getattr(storage, "get_heartbeat_interval", None)
     return get_interval() if get_interval is not None else None
 
@@ -88,8 +89,7 @@ class StudyQueue:
 
     def fail_stale(self) -> None:
         """Mark RUNNING trials whose worker's heartbeat stopped FAILED; the storage's retry callback
-        queues each again (up to its ``max_retry``). Nothing happens on a storage without heartbeats
-        (journal files)."""
+        queues each again (up to its ``max_retry``). Nothing happens on a storage without heartbeats."""
         import optuna
 
         with warnings.catch_warnings():
