@@ -11,7 +11,7 @@ Inputs: a benchmark name or CSV path, a wide DataFrame, a long DataFrame (``id_c
 back in the kind of the input: wide frame, long frame, or NumPy ``[H, N]``.
 
 With ``quantiles=[0.1, 0.9]`` the model forecasts those quantile levels (and the median, which is
-the point forecast), trained on the pinball loss; see ``damcha_ts.probabilistic``.
+the point forecast), trained on the pinball loss; see ``damcha_ts.models.quantiles``.
 """
 
 from __future__ import annotations
@@ -478,7 +478,7 @@ def _settings(
     """The constructor's keywords routed by field name: (the complete model config, the training
     config). Keys that name a TrainingConfig field go to it, every other key to the model config;
     ConfigError for invalid values or unknown keys."""
-    from damcha_ts.probabilistic import validate_quantiles
+    from damcha_ts.models.quantiles import validate_quantiles
 
     for name, value in (("horizon", horizon), ("lookback", lookback)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:

@@ -55,7 +55,7 @@ def backtest(
     (:mod:`damcha_ts.forecasting.intervals`).
     """
     from damcha_ts.forecasting.intervals import check_levels, forecast_intervals, interval_columns, require_calibration
-    from damcha_ts.probabilistic import quantile_column_name
+    from damcha_ts.models.quantiles import quantile_column_name
 
     interval_levels = check_levels(level)
     require_calibration(predictor, interval_levels)

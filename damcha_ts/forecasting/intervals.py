@@ -475,7 +475,7 @@ def interval_scores(predictor, series, split: str, levels: Sequence[float], *, b
     * for a quantile model with the pair of ``a``: ``coverage_<a>_uncalibrated``, the same for the
       raw quantile head ``[q̂_lo, q̂_hi]``;
     * for a quantile model: ``pinball_loss``, the mean of ``ρ_τ(y − q̂_τ)`` over levels and cells
-      (as :func:`damcha_ts.probabilistic.pinball_loss`), and ``wql``, the mean over levels of
+      (as :func:`damcha_ts.models.quantiles.pinball_loss`), and ``wql``, the mean over levels of
       ``Σ 2 ρ_τ / Σ |y|`` (GluonTS' ``mean_weighted_sum_quantile_loss``).
     """
     levels = check_levels(levels)

@@ -25,7 +25,7 @@ def format_forecast(forecast: Forecast, kind: str, input_options: Mapping[str, A
     ``order``) and the wide frame's index (``time_col``).
     """
     from damcha_ts.forecasting.intervals import interval_column_name, level_name
-    from damcha_ts.probabilistic import quantile_column_name, quantile_columns
+    from damcha_ts.models.quantiles import quantile_column_name, quantile_columns
 
     columns, future = forecast.columns, forecast.timestamps
     position = {c: i for i, c in enumerate(columns)}  # a dict: linear in the columns

@@ -139,7 +139,7 @@ class Predictor:
         import torch
 
         from damcha_ts.data import time_features
-        from damcha_ts.probabilistic import median_index
+        from damcha_ts.models.quantiles import median_index
 
         meta = self.meta
         histories = np.asarray(histories, dtype=np.float64)

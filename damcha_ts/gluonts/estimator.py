@@ -60,7 +60,7 @@ from damcha_ts.gluonts.transform import (
 )
 from damcha_ts.models import MODEL_NAMES, make_config
 from damcha_ts.models.registry import VARIANT_NAMES, known_model_name
-from damcha_ts.probabilistic import validate_quantiles
+from damcha_ts.models.quantiles import validate_quantiles
 
 PAST_TARGET = "past_target"
 TRAINING_FIELDS = ["future_target", "future_observed_values"]

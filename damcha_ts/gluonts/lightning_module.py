@@ -14,7 +14,7 @@ import torch
 from gluonts.core.component import validated
 
 from damcha_ts.errors import ConfigError, DataError
-from damcha_ts.probabilistic import quantile_mean
+from damcha_ts.models.quantiles import quantile_mean
 from damcha_ts.training.module import ForecastModule
 
 #: GluonTS's covariate fields -> our covariate kinds (docs/ecosystem.md): known-in-advance

@@ -20,6 +20,7 @@ set by hand; a key given explicitly must agree with the preset.
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -29,6 +30,7 @@ from damcha_ts.models.attention import ATTENTION_KINDS
 from damcha_ts.models.base import ForecastModel
 from damcha_ts.models.gateformer import Gateformer, GateformerConfig
 from damcha_ts.models.itransformer import ITransformer, ITransformerConfig
+from damcha_ts.models.quantiles import QuantileForecastModel, validate_quantiles
 from damcha_ts.schema import reject_unknown_keys
 
 
@@ -77,8 +79,6 @@ class ModelVariant:
 
     def overrides(self) -> tuple[str, ...]:
         """The presets as ``model.key=value`` run-config overrides (YAML values)."""
-        import json
-
         return tuple(f"model.{key}={json.dumps(value)}" for key, value in self.presets.items())
 
 
@@ -159,13 +159,11 @@ def build_model(config: Mapping | str, *, quantiles: Sequence[float] | None = No
     """A new model (random init, float32, train mode) from a name or a config mapping; see module doc.
 
     With ``quantiles`` the model forecasts those levels (0.5 added) as [B, Q, H, N]: the point
-    model is built with ``pred_len = H·Q`` and wrapped (:class:`damcha_ts.probabilistic.QuantileForecastModel`).
+    model is built with ``pred_len = H·Q`` and wrapped (:class:`damcha_ts.models.quantiles.QuantileForecastModel`).
     """
     model_config = make_config(config, **overrides)
     if quantiles is None:
         return spec_of(model_config).model_class(model_config)
-    from damcha_ts.probabilistic import QuantileForecastModel, validate_quantiles
-
     levels = validate_quantiles(quantiles)
     if model_config.pred_len < 1:
         raise ConfigError(f"model config pred_len must be >= 1, got {model_config.pred_len!r}")

@@ -370,7 +370,7 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
 
 def _quantile_model(model: torch.nn.Module, quantiles, meta: SeriesMeta, directory: Path) -> torch.nn.Module:
     """The saved point model (pred_len H·Q) wrapped again as the quantile model it was trained as."""
-    from damcha_ts.probabilistic import QuantileForecastModel, validate_quantiles
+    from damcha_ts.models.quantiles import QuantileForecastModel, validate_quantiles
 
     wrapped = QuantileForecastModel(model, validate_quantiles(quantiles, argument="training.quantiles"))
     if wrapped.horizon != meta.pred_len:

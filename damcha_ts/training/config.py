@@ -115,7 +115,7 @@ class TrainingConfig:
         if isinstance(quantiles, str) and quantiles.lower() in ("none", "null"):
             quantiles = None
         if quantiles is not None:
-            from damcha_ts.probabilistic import validate_quantiles  # imports torch: only now
+            from damcha_ts.models.quantiles import validate_quantiles  # imports torch: only now
 
             # Stored validated (sorted, unique, 0.5 added) as a plain list, so it survives YAML/JSON.
             quantiles = list(validate_quantiles(quantiles, argument="training.quantiles"))

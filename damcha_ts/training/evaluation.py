@@ -31,7 +31,7 @@ def evaluate_loader(
             ``Forecaster(nonnegative=True)`` forecasts (needs ``scaler``).
     """
     from damcha_ts.models.base import Covariates
-    from damcha_ts.probabilistic import QuantileForecastModel
+    from damcha_ts.models.quantiles import QuantileForecastModel
 
     device = torch.device(device) if device is not None else next(model.parameters()).device
     quantile_model = isinstance(model, QuantileForecastModel)

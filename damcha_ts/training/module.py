@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.models import build_model
-from damcha_ts.probabilistic import pinball_loss
+from damcha_ts.models.quantiles import pinball_loss
 from damcha_ts.training.config import TrainingConfig
 from damcha_ts.training.optim import TiedGradientClipping, adamw, lr_factor
 
@@ -37,7 +37,7 @@ def forecast_loss(
     """The training loss of point and quantile forecasts.
 
     prediction: point [B, H, N] (MSE) or, with ``quantiles``, [B, Q, H, N] (pinball loss, see
-    :func:`damcha_ts.probabilistic.pinball_loss`); target: [B, H, N]; observed: optional [B, H, N]
+    :func:`damcha_ts.models.quantiles.pinball_loss`); target: [B, H, N]; observed: optional [B, H, N]
     weights, 1 where the target is observed and 0 where it is missing (those do not count).
     ``reduction="mean"`` returns the mean over every counted element (and level); ``"sum"`` returns
     ``(sum, count)``, so that a mean over many batches is exact: Σ sums / Σ counts.
@@ -70,7 +70,7 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
     batches overrides :meth:`_batch` (the GluonTS module does).
 
     ``training`` is a :class:`TrainingConfig` or a mapping of its fields. With ``quantiles`` set,
-    the model is a :class:`damcha_ts.probabilistic.QuantileForecastModel` mapping (x, x_mark) to
+    the model is a :class:`damcha_ts.models.quantiles.QuantileForecastModel` mapping (x, x_mark) to
     [B, Q, H, N], and the loss is the pinball loss instead of the MSE (:func:`forecast_loss`).
     The optimiser is AdamW over ``model.parameter_groups`` (DAMCHA's per-group LR factors), its
     rate scaled per epoch by ``training.lr_schedule``.

@@ -242,7 +242,7 @@ def test_evaluate_scores_match_a_slow_reference_and_gluonts(quantile_model):
 
     import torch
 
-    from damcha_ts.probabilistic import pinball_loss
+    from damcha_ts.models.quantiles import pinball_loss
 
     expected = pinball_loss(torch.as_tensor(quantiles), torch.as_tensor(truth), quantile_model.quantiles).item()
     assert scores["pinball_loss"] == pytest.approx(expected, rel=1e-9)

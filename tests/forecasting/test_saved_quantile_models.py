@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.probabilistic import QuantileForecastModel
+from damcha_ts.models.quantiles import QuantileForecastModel
 from damcha_ts.training.artifacts import content_digest, load_model_dir, save_model_dir
 from damcha_ts.training.config import TrainingConfig
 

@@ -24,7 +24,7 @@ import pytest
 from damcha_ts.data.options import check_size
 from damcha_ts.errors import ConfigError, DataError
 from damcha_ts.forecasting.intervals import check_levels
-from damcha_ts.probabilistic import validate_quantiles
+from damcha_ts.models.quantiles import validate_quantiles
 from matrix import Case, check_case, fit_argv, fit_case, hourly_frame, run_cli, write_csv
 
 STOPPED_BY = {signal.SIGTERM: (143, "stopped by SIGTERM"), signal.SIGINT: (130, "stopped by SIGINT")}

@@ -1,6 +1,8 @@
-"""Quantile (probabilistic) forecasts on top of any damcha_ts point model.
+"""Quantile (probabilistic) forecasts on top of any damcha_ts point model: the quantile head.
 
-Shared by the ``Forecaster`` (``quantiles=``) and the GluonTS estimator (``damcha_ts.gluonts``).
+``build_model(config, quantiles=...)`` (registry.py) wraps a point model in ``QuantileForecastModel``;
+training (the pinball loss), forecasting (quantile columns) and GluonTS (the mean estimate) read the
+levels with the functions here.
 
 How it works, without a second model implementation:
 
@@ -35,14 +37,12 @@ import torch
 from torch import nn
 
 from damcha_ts.errors import ConfigError, plain_repr
-from damcha_ts.models import build_model
 
 MEDIAN_LEVEL = 0.5
 
 __all__ = [
     "MEDIAN_LEVEL",
     "QuantileForecastModel",
-    "build_quantile_model",
     "median_index",
     "pinball_loss",
     "quantile_column_name",
@@ -232,11 +232,3 @@ class QuantileForecastModel(nn.Module):
     ) -> list[dict]:
         """The point model's optimiser groups (keeps DAMCHA's compact-generator lr/wd scaling)."""
         return self.point_model.parameter_groups(learning_rate, weight_decay, compact_lr_scale, gate_lr_scale)
-
-
-def build_quantile_model(config: Mapping, quantiles: Sequence[float]) -> QuantileForecastModel:
-    """Compatibility wrapper of ``build_model(config, quantiles=quantiles)`` (use that); here
-    ``config["pred_len"]`` (the horizon H) must be given."""
-    if not isinstance(config, Mapping) or "pred_len" not in config:
-        raise ConfigError("build_quantile_model needs a model config mapping with 'pred_len' (the horizon H)")
-    return build_model(config, quantiles=quantiles)

@@ -8,9 +8,8 @@ import torch
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.models import MODEL_NAMES, build_model
-from damcha_ts.probabilistic import (
+from damcha_ts.models.quantiles import (
     QuantileForecastModel,
-    build_quantile_model,
     median_index,
     pinball_loss,
     quantile_column_name,
@@ -173,7 +172,7 @@ def test_mean_estimate_recovers_known_means():
 def test_wrapper_reads_the_point_output_level_major_and_sorts_it(name):
     torch.manual_seed(0)
     levels = validate_quantiles([0.1, 0.9])
-    wrapper = build_quantile_model(tiny_config(name), levels).double().eval()
+    wrapper = build_model(tiny_config(name), quantiles=levels).double().eval()
     assert wrapper.point_model.config.pred_len == HORIZON * len(levels)
     assert wrapper.horizon == HORIZON
     assert wrapper.name == name and wrapper.config is wrapper.point_model.config
@@ -195,7 +194,7 @@ def test_wrapper_quantiles_follow_an_affine_change_of_the_data_scale():
     # Instance normalisation + de-normalisation: forecasts of a·x + b are a·forecast(x) + b for a > 0,
     # for every quantile, which is what makes one head per level valid with de-normalisation.
     torch.manual_seed(1)
-    wrapper = build_quantile_model(tiny_config("itransformer_damcha"), [0.1, 0.9]).double().eval()
+    wrapper = build_model(tiny_config("itransformer_damcha"), quantiles=[0.1, 0.9]).double().eval()
     x = 10.0 * torch.randn(3, SEQ_LEN, N_VARIATES, dtype=torch.float64)  # variance >> the 1e-5 eps
     with torch.no_grad():
         base = wrapper(x)
@@ -205,7 +204,7 @@ def test_wrapper_quantiles_follow_an_affine_change_of_the_data_scale():
 
 def test_wrapper_gradients_reach_the_point_model():
     torch.manual_seed(2)
-    wrapper = build_quantile_model(tiny_config("gateformer_damcha"), [0.2, 0.8])
+    wrapper = build_model(tiny_config("gateformer_damcha"), quantiles=[0.2, 0.8])
     x, y = torch.randn(4, SEQ_LEN, N_VARIATES), torch.randn(4, HORIZON, N_VARIATES)
     pinball_loss(wrapper(x), y, wrapper.quantiles).backward()
     grads = [p.grad for p in wrapper.point_model.parameters() if p.grad is not None]
@@ -214,14 +213,12 @@ def test_wrapper_gradients_reach_the_point_model():
     assert sum(len(list(g["params"])) for g in groups) == len(list(wrapper.parameters()))
 
 
-def test_wrapper_and_builder_reject_inconsistent_inputs():
+def test_wrapper_rejects_inconsistent_inputs():
     point = build_model(tiny_config("itransformer_mha", pred_len=7))
     with pytest.raises(ConfigError, match="multiple"):
         QuantileForecastModel(point, [0.5, 0.9])
     with pytest.raises(ConfigError, match="validated"):
         QuantileForecastModel(build_model(tiny_config("itransformer_mha", pred_len=4)), [0.9, 0.1])
-    with pytest.raises(ConfigError, match="pred_len"):
-        build_quantile_model({"name": "itransformer_mha", "seq_len": SEQ_LEN}, [0.1])
 
 
 def test_future_covariates_are_tiled_once_per_level_block_of_the_point_model():
