@@ -5,15 +5,13 @@ dispatch), metric_generator.py (where DAMCHA's metrics come from), layers.py (en
 """
 
 from damcha_ts.models.attention import (
-    AttentionConfig,
-    AttentionRecord,
     DamchaAttention,
-    DamchaOptions,
     MultiHeadAttention,
     build_attention,
     damcha_attention,
     select_backend,
 )
+from damcha_ts.models.attention_config import AttentionConfig, AttentionRecord, DamchaOptions
 from damcha_ts.models.base import ForecastModel, count_parameters
 from damcha_ts.models.gateformer import Gateformer, GateformerConfig
 from damcha_ts.models.itransformer import ITransformer, ITransformerConfig

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from torch import Tensor, nn
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.models.attention import AttentionConfig, AttentionRecord, DamchaOptions
+from damcha_ts.models.attention_config import AttentionConfig, AttentionRecord, DamchaOptions
 from damcha_ts.models.metric_generator import GatedMetric, MetricGenerator, StaticMetric
 from damcha_ts.models.validation import check_counts, check_dropout, check_heads, check_positive_ints
 

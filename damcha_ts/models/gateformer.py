@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.models.attention import ATTENTION_KINDS, AttentionRecord
+from damcha_ts.models.attention_config import ATTENTION_KINDS, AttentionRecord
 from damcha_ts.models.base import Covariates, EncoderModelConfig, ForecastModel
 from damcha_ts.models.embedding import PatchEmbedding, SeriesNormalizer, covariate_embedding, with_covariate_tokens
 from damcha_ts.models.layers import EncoderLayer, build_encoder

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from damcha_ts.models.attention import ATTENTION_KINDS, AttentionRecord
+from damcha_ts.models.attention_config import ATTENTION_KINDS, AttentionRecord
 from damcha_ts.models.base import Covariates, EncoderModelConfig, ForecastModel
 from damcha_ts.models.embedding import InvertedEmbedding, SeriesNormalizer, covariate_embedding, with_covariate_tokens
 from damcha_ts.models.layers import ACTIVATIONS, EncoderLayer, build_encoder

@@ -18,12 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.models.attention import (
-    AttentionConfig,
-    AttentionRecord,
-    build_attention,
-    build_metric_generator,
-)
+from damcha_ts.models.attention import build_attention, build_metric_generator
+from damcha_ts.models.attention_config import AttentionConfig, AttentionRecord
 
 ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu}
 

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.models.attention import ATTENTION_KINDS
+from damcha_ts.models.attention_config import ATTENTION_KINDS
 from damcha_ts.models.base import ForecastModel
 from damcha_ts.models.gateformer import Gateformer, GateformerConfig
 from damcha_ts.models.itransformer import ITransformer, ITransformerConfig
