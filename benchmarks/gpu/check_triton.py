@@ -222,9 +222,9 @@ def time_shape(B: int, T: int, D: int, H: int, warmup: int, iters: int) -> dict:
 
 def autotuned_configs() -> dict:
     """The tiles the autotuner picked most recently (the last shape timed)."""
-    from damcha_ts.models.kernels.triton_damcha import _kernels
+    from damcha_ts.models.kernels.autotune import compiled_kernels
 
-    kernels = _kernels()
+    kernels = compiled_kernels()
     return {name: str(getattr(getattr(kernels, name), "best_config", None))
             for name in ("forward", "backward_key", "backward_query")}
 

@@ -1,7 +1,7 @@
 """Triton kernels for fused DAMCHA attention (forward, backward, dropout mask).
 
-This module imports triton at the top, so only ``triton_damcha`` imports it, lazily, on the first
-kernel launch. Read ``triton_damcha`` first: it holds the maths, the shapes and the launch logic.
+This module imports triton at the top, so only ``autotune.compiled_kernels`` imports it, lazily, on the
+first kernel launch. Read ``triton_damcha`` first: it holds the maths, the shapes and the launch logic.
 
 Notation (damcha.md §1.5, per batch b and head h; T tokens, dh head width):
     x  [T, dh]   per-head slice of the attention input; the keys are x itself

@@ -22,14 +22,13 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
-import os
-from types import SimpleNamespace
 from typing import Optional
 
 import torch
 from torch import Tensor
 
 from damcha_ts.errors import ConfigError
+from damcha_ts.models.kernels.autotune import compiled_kernels, triton_interpreting
 
 __all__ = ["damcha_attention_triton", "triton_unsupported_reason", "MAX_HEAD_DIM"]
 
@@ -46,34 +45,7 @@ _INTERPRETER_DTYPES = _GPU_DTYPES + (torch.float64,)
 _INTERPRETER_BLOCK = 32
 # Query rows per program of the backward query kernel on GPU. It is fixed rather than autotuned
 # because it decides the number of partial-dm slots, which must be known before the launch.
-_GPU_BWD_QUERY_BLOCK = 64
-
-#: The autotuner's candidates per kernel on GPU: (tiles, num_warps, num_stages). Large tiles come in
-#: two or three warp/stage settings, since Hopper's best differs by kernel (deeper pipelines pay
-#: where a loop streams tiles; more warps where tiles are large). In the backward key kernel BLOCK_N
-#: is the key tile each program owns and BLOCK_M the query tile it streams; the backward query
-#: kernel gets BLOCK_M from the caller (it sizes the partial-dm buffer), so only BLOCK_N is tuned.
-AUTOTUNE_CONFIGS = {
-    "forward": (
-        ({"BLOCK_M": 128, "BLOCK_N": 64}, 8, 3), ({"BLOCK_M": 128, "BLOCK_N": 64}, 4, 3),
-        ({"BLOCK_M": 64, "BLOCK_N": 64}, 4, 4), ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2),
-        ({"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2),
-    ),
-    "backward_key": (
-        ({"BLOCK_M": 64, "BLOCK_N": 128}, 8, 2), ({"BLOCK_M": 32, "BLOCK_N": 128}, 4, 3),
-        ({"BLOCK_M": 64, "BLOCK_N": 64}, 4, 3), ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2),
-        ({"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2),
-    ),
-    "backward_query": (
-        ({"BLOCK_N": 128}, 8, 2), ({"BLOCK_N": 64}, 4, 3), ({"BLOCK_N": 32}, 4, 3),
-        ({"BLOCK_N": 16}, 4, 2),
-    ),
-}
-
-
-def triton_interpreting() -> bool:
-    """True when ``TRITON_INTERPRET`` asks triton to run kernels in its CPU interpreter."""
-    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "on", "yes")
+_GPU_BWD_QUERY_BLOCK = 64  # the tiles autotuned on GPU: autotune.AUTOTUNE_CONFIGS
 
 
 def _compute_dtype(x: Tensor, head_metrics: Tensor, value: Tensor) -> Optional[torch.dtype]:
@@ -262,57 +234,6 @@ def _metric_strides(head_metrics: Tensor) -> tuple[int, int, int, int]:
     return _strides(head_metrics)
 
 
-def tiles_to_benchmark(candidates, named_args, **_):
-    """The autotuner's candidates worth benchmarking for this call: at most three.
-
-    Every candidate costs a compile (seconds each, more in fp32), so only the three largest tiles
-    no taller than the token count rounded up to a power of two are kept (sorted is stable: among
-    tiles of one area, the earlier candidate wins). Taller tiles only add masked work (ETT has 11
-    tokens, Weather 25, Traffic 866); much smaller ones only add programs. When none fits, the
-    smallest candidate runs.
-    """
-    limit = max(16, 1 << (int(named_args["num_tokens"]) - 1).bit_length())
-    kept = [c for c in candidates if all(tile <= limit for tile in c.kwargs.values())]
-    if not kept:
-        return [min(candidates, key=lambda c: sum(c.kwargs.values()))]
-    return sorted(kept, key=lambda c: -math.prod(c.kwargs.values()))[:3]
-
-
-@functools.cache
-def _kernels() -> SimpleNamespace:
-    """Import the kernels once; on real CUDA wrap them in a small autotuner.
-
-    The autotuner benchmarks through the GPU driver, so under the interpreter (or without a driver)
-    each kernel is launched with fixed tiles: ``_INTERPRETER_BLOCK`` for the rows a program owns,
-    half of it for the rows it streams.
-    """
-    import triton
-
-    from damcha_ts.models.kernels import _damcha_kernels as kernels
-
-    interpret = triton_interpreting()
-    if interpret:
-        return SimpleNamespace(interpret=True, forward=kernels.damcha_fwd_kernel,
-                               backward_key=kernels.damcha_bwd_key_kernel,
-                               backward_query=kernels.damcha_bwd_query_kernel,
-                               dropout_mask=kernels.dropout_keep_mask_kernel)
-
-    def autotuned(name, kernel, extra_key=()):
-        configs = [triton.Config(dict(tiles), num_warps=warps, num_stages=stages)
-                   for tiles, warps, stages in AUTOTUNE_CONFIGS[name]]
-        # Autotune keys: the token count and head width set the best tiles; the HAS_* switches change
-        # the work per tile. Tensor dtypes are added to the key by triton itself.
-        key = ["num_tokens", "head_dim", "HAS_KEEP", "HAS_DROPOUT", *extra_key]
-        return triton.autotune(configs, key=key,
-                               prune_configs_by={"early_config_prune": tiles_to_benchmark})(kernel)
-
-    forward = autotuned("forward", kernels.damcha_fwd_kernel)
-    backward_key = autotuned("backward_key", kernels.damcha_bwd_key_kernel)
-    backward_query = autotuned("backward_query", kernels.damcha_bwd_query_kernel, extra_key=["BLOCK_M"])
-    return SimpleNamespace(interpret=False, forward=forward, backward_key=backward_key,
-                           backward_query=backward_query, dropout_mask=kernels.dropout_keep_mask_kernel)
-
-
 def _dot_config(dtype: torch.dtype, interpret: bool) -> dict:
     """Constexprs that choose the dot operand dtype, its fp32 precision and the accumulator."""
     import triton.language as tl
@@ -359,7 +280,7 @@ def _forward_impl(x, head_metrics, value, key_padding_mask, dropout_seed, dropou
     out, lse = _forward_outputs(x)
     if out.numel() == 0:  # nothing to launch over (a zero-sized grid is an error on some drivers)
         return out, lse
-    kernels = _kernels()
+    kernels = compiled_kernels()
     keep, seed, meta = _kernel_switches(x, key_padding_mask, dropout_seed, lse, kernels.interpret)
     if kernels.interpret:
         meta.update(BLOCK_M=_INTERPRETER_BLOCK, BLOCK_N=_interpreter_half_block())
@@ -388,7 +309,7 @@ def _backward_impl(grad_out, x, head_metrics, value, key_padding_mask, dropout_s
     if grad_x.numel() == 0:
         return grad_x, torch.zeros_like(head_metrics), grad_value
     acc_dtype = lse.dtype
-    kernels = _kernels()
+    kernels = compiled_kernels()
     # The query once, for both kernels (B*T*D*dh MACs, small next to attention's B*T*T*D), formed as
     # the forward kernel forms it: x m accumulated in acc_dtype, times the base-2 score scale, then
     # rounded to the dot operand dtype. Scaling after rounding (as before) changed the recomputed
@@ -474,8 +395,8 @@ def _dropout_keep_mask(dropout_seed: Tensor, batch: int, heads: int, tokens: int
                        dropout_p: float) -> Tensor:
     """[B, H, T, T] bool: the dropout keep mask the kernels draw for this seed (tests, debugging)."""
     keep = torch.empty((batch, heads, tokens, tokens), dtype=torch.uint8, device=dropout_seed.device)
-    block = _INTERPRETER_BLOCK if _kernels().interpret else 64
-    _kernels().dropout_mask[(math.ceil(tokens / block), heads, batch)](
+    block = _INTERPRETER_BLOCK if compiled_kernels().interpret else 64
+    compiled_kernels().dropout_mask[(math.ceil(tokens / block), heads, batch)](
         dropout_seed, keep, heads, tokens, dropout_p, BLOCK_M=block, BLOCK_N=block,
     )
     return keep.bool()

@@ -7,7 +7,7 @@ import pytest
 
 triton = pytest.importorskip("triton")
 
-from damcha_ts.models.kernels.triton_damcha import tiles_to_benchmark  # noqa: E402
+from damcha_ts.models.kernels.autotune import tiles_to_benchmark  # noqa: E402
 
 TILES = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w)
          for m, n, w in ((128, 64, 8), (128, 64, 4), (64, 64, 4), (32, 32, 4), (16, 16, 4))]

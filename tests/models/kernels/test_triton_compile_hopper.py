@@ -24,7 +24,8 @@ import json, triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from damcha_ts.models.kernels import _damcha_kernels as kernels
-from damcha_ts.models.kernels.triton_damcha import AUTOTUNE_CONFIGS, MAX_HEAD_DIM, _GPU_BWD_QUERY_BLOCK
+from damcha_ts.models.kernels.autotune import AUTOTUNE_CONFIGS
+from damcha_ts.models.kernels.triton_damcha import MAX_HEAD_DIM, _GPU_BWD_QUERY_BLOCK
 
 FLOATS = {"qk_scale_log2", "scale", "dropout_p"}
 KERNELS = {"forward": kernels.damcha_fwd_kernel, "backward_key": kernels.damcha_bwd_key_kernel,
@@ -102,7 +103,7 @@ def hopper_builds() -> list[dict]:
 
 
 def test_every_autotune_candidate_compiles_with_tensor_core_dots_for_64_wide_heads(hopper_builds):
-    from damcha_ts.models.kernels.triton_damcha import AUTOTUNE_CONFIGS
+    from damcha_ts.models.kernels.autotune import AUTOTUNE_CONFIGS
 
     bf16 = [facts for facts in hopper_builds if facts["io"] == "bf16" and facts["head"] == 64]
     assert len(bf16) == sum(len(c) for c in AUTOTUNE_CONFIGS.values()) + 1
