@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from damcha_ts.errors import ConfigError
 from damcha_ts.models.attention_config import AttentionConfig, AttentionRecord, DamchaOptions
 from damcha_ts.models.metric_generator import GatedMetric, MetricGenerator, StaticMetric
-from damcha_ts.models.validation import check_counts, check_dropout, check_heads, check_positive_ints
+from damcha_ts.models.validation import check_counts, check_dropout, check_heads, check_lr_scale, check_positive_ints
 
 
 @dataclass(kw_only=True)
@@ -162,21 +162,11 @@ class ForecastModel(nn.Module):
                 for param in module.tied_parameters():
                     tied_scale[id(param)] = module.n_heads if compact_lr_scale is None else compact_lr_scale
                     tied_copies[id(param)] = module.n_heads
-        if compact_lr_scale is not None:
-            if not tied_scale:
-                raise ConfigError(
-                    f"compact_lr_scale={compact_lr_scale} needs a DAMCHA model with "
-                    "parameterization='compact'; this model has no compact generator parameters"
-                )
-            if not compact_lr_scale > 0:
-                raise ConfigError(f"compact_lr_scale={compact_lr_scale}; expected a number > 0")
+        check_lr_scale("compact_lr_scale", compact_lr_scale, bool(tied_scale),
+                       "parameterization='compact'; this model has no compact generator parameters")
         gates = {id(m.gate) for m in self.modules() if isinstance(m, GatedMetric)}
+        check_lr_scale("gate_lr_scale", gate_lr_scale, bool(gates), "metric_gate=True; this model has no gates")
         if gate_lr_scale is not None:
-            if not gates:
-                raise ConfigError(f"gate_lr_scale={gate_lr_scale} needs a DAMCHA model with metric_gate=True; "
-                                  "this model has no gates")
-            if not gate_lr_scale > 0:
-                raise ConfigError(f"gate_lr_scale={gate_lr_scale}; expected a number > 0")
             tied_scale.update({gate: gate_lr_scale for gate in gates})
         groups: dict[str, dict] = {}
         for param in self.parameters():
@@ -196,3 +186,4 @@ class ForecastModel(nn.Module):
             )
             group["params"].append(param)
         return list(groups.values())
+

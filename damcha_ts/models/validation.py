@@ -41,3 +41,14 @@ def check_heads(d_model: int, n_heads: int) -> int:
     if n_heads < 1 or d_model % n_heads != 0:
         raise ConfigError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     return d_model // n_heads
+
+
+def check_lr_scale(key: str, scale: float | None, applies: bool, needs: str) -> None:
+    """A learning-rate multiplier (``compact_lr_scale``, ``gate_lr_scale``) is None, or > 0 with
+    parameters to act on (``applies``); ``needs`` says which model setting gives them."""
+    if scale is None:
+        return
+    if not applies:
+        raise ConfigError(f"{key}={scale} needs a DAMCHA model with {needs}")
+    if not scale > 0:
+        raise ConfigError(f"{key}={scale}; expected a number > 0")
