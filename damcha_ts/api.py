@@ -662,7 +662,8 @@ def _train(forecaster: Forecaster, series, *, max_epochs: int | None = None, val
     import contextlib
     import sys
 
-    from damcha_ts.training.runner import fit_series, quiet_lightning
+    from damcha_ts.training.runner import fit_series
+    from damcha_ts.training.trainer import quiet_lightning
 
     training = forecaster.training if max_epochs is None else dataclasses.replace(forecaster.training, max_epochs=max_epochs)
     trainer_kwargs = dict(forecaster.trainer_kwargs)

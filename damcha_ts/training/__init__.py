@@ -40,7 +40,7 @@ __all__ = [
 
 _LAZY = {
     "ForecastModule": "damcha_ts.training.module",
-    "build_trainer": "damcha_ts.training.runner",
+    "build_trainer": "damcha_ts.training.trainer",
     "fit_series": "damcha_ts.training.runner",
     "run_experiment": "damcha_ts.training.runner",
 }

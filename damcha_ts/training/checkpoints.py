@@ -10,10 +10,13 @@
   gone). A resume only ever reads files of its own folder.
 - :func:`resume_point` picks the checkpoint a resume starts from: ``last.ckpt`` when it reads,
   else ``best.ckpt`` (a full training state of an earlier epoch), else a clear refusal.
+- :func:`set_log_aside` and :func:`restore_log_history` keep the epochs logged before a resume in
+  ``logs/metrics.csv``.
 """
 
 from __future__ import annotations
 
+import csv
 import io
 import warnings
 from pathlib import Path
@@ -128,3 +131,48 @@ def resume_point(checkpoint_dir: Path) -> Path | None:
         f"cannot resume from {last}: {problem}; and {best}: {best_problem}. Start the run afresh "
         "(damcha-ts fit --overwrite, or resume=False), or put back a good copy of the file"
     )
+
+
+# Lightning's CSVLogger deletes logs/metrics.csv when a run starts in a folder that has one, so a
+# resumed run would lose the epochs before the interruption. Their rows wait in this file (several
+# resumes stack up) and are put back in front of the resumed run's rows when it ends.
+EARLIER_LOG = "metrics_before_resume.csv"
+
+
+def _read_log(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _write_log(path: Path, rows: list[dict]) -> None:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(key for row in rows for key in row)))
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(path, text.getvalue())
+
+
+def _epoch(row: dict) -> float:
+    return float(row["epoch"]) if row.get("epoch") else float("-inf")
+
+
+def set_log_aside(log_dir: Path) -> None:
+    """Before a resumed run starts: logs/metrics.csv's rows join the earlier ones in EARLIER_LOG."""
+    current = log_dir / "metrics.csv"
+    if current.is_file():
+        _write_log(log_dir / EARLIER_LOG, _read_log(log_dir / EARLIER_LOG) + _read_log(current))
+        current.unlink()
+
+
+def restore_log_history(log_dir: Path) -> None:
+    """metrics.csv = the earlier rows of epochs before the resumed one, then the resumed run's rows."""
+    earlier, current = _read_log(log_dir / EARLIER_LOG), _read_log(log_dir / "metrics.csv")
+    if not earlier:
+        return
+    resumed_from = min((_epoch(row) for row in current if row.get("epoch")), default=float("inf"))
+    # Rows of an epoch cut short by the interruption were logged again by the resumed run.
+    kept = [row for row in earlier if _epoch(row) < resumed_from]
+    _write_log(log_dir / "metrics.csv", kept + current)
+    (log_dir / EARLIER_LOG).unlink()

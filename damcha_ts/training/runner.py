@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import dataclasses
 import functools
+import inspect
 import json
-import logging
 import shutil
-import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -18,14 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import pandas as pd
 import torch
+import yaml
 from lightning.fabric.utilities.rank_zero import rank_zero_info, rank_zero_only
-from lightning.pytorch.callbacks import TQDMProgressBar
 
+from damcha_ts.data import ForecastDataModule
+from damcha_ts.data.layout import describe_input, input_columns, with_entity_col
+from damcha_ts.data.registry import DataWarning
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically
-from damcha_ts.training.callbacks import EpochLog, EpochTimer
-from damcha_ts.training.checkpoints import resume_point
+from damcha_ts.models import count_parameters
+from damcha_ts.training.artifacts import SeriesMeta, history_arguments, save_model_dir
+from damcha_ts.training.callbacks import EpochTimer
+from damcha_ts.training.checkpoints import restore_log_history, resume_point, set_log_aside
 from damcha_ts.training.config import DataConfig, RunConfig, TrainingConfig, config_hash
 from damcha_ts.training.evaluation import (
     breakdowns,
@@ -35,152 +38,9 @@ from damcha_ts.training.evaluation import (
     summary,
 )
 from damcha_ts.training.module import ForecastModule
+from damcha_ts.training.trainer import CHECKPOINT_DIR, LOG_DIR, build_trainer
 
-CHECKPOINT_DIR = "checkpoints"
-LOG_DIR = "logs"
 MODEL_DIR = "model"
-
-
-def resolve_precision(training: TrainingConfig, accelerator: str) -> str:
-    """``"auto"`` -> bf16-mixed on CUDA, 32-true elsewhere (bf16 on CPU is slower, not faster)."""
-    if training.precision != "auto":
-        return training.precision
-    on_cuda = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
-    return "bf16-mixed" if on_cuda else "32-true"
-
-
-def build_trainer(
-    training: TrainingConfig,
-    out_dir: Path,
-    *,
-    callbacks: Sequence[L.Callback] = (),
-    progress: bool = True,
-    trainer_kwargs: Mapping[str, Any] | None = None,
-    validate: bool = True,
-) -> L.Trainer:
-    """A Trainer with the protocol's callbacks: early stopping on val_loss, best + last checkpoints.
-
-    ``trainer_kwargs`` go to ``L.Trainer`` last, so they win (``devices``, ``strategy``,
-    ``num_nodes``, ``limit_train_batches``, ...). Their ``callbacks`` are added to ours.
-    ``validate=False`` trains ``max_epochs`` epochs without validation (no early stopping; "best" is
-    the last epoch), whatever ``limit_val_batches`` they give.
-    """
-    from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
-    from lightning.pytorch.loggers import CSVLogger
-
-    from damcha_ts.training.checkpoints import FolderCheckpoint
-
-    kwargs = dict(trainer_kwargs or {})
-    extra_callbacks = list(kwargs.pop("callbacks", []) or [])
-    accelerator = kwargs.get("accelerator", training.accelerator)
-    all_callbacks = [
-        # Without validation there is no "best": the last checkpoint is then trainer.checkpoint_callback.
-        *([EarlyStopping(monitor="val_loss", mode="min", patience=training.patience),
-           FolderCheckpoint(  # first, so that it is trainer.checkpoint_callback
-               dirpath=out_dir / CHECKPOINT_DIR,
-               filename="best",
-               monitor="val_loss",
-               mode="min",
-               save_top_k=1,
-               enable_version_counter=False,
-           )] if validate else []),
-        # last.ckpt after every epoch. Lightning's save_last=True writes it only in epochs that also
-        # write a best checkpoint, so a resume would redo every epoch since the best one.
-        FolderCheckpoint(dirpath=out_dir / CHECKPOINT_DIR, filename="last", save_top_k=1, enable_version_counter=False),
-        LearningRateMonitor(logging_interval="epoch"),
-        EpochTimer(),
-        *callbacks,
-        *extra_callbacks,
-    ]
-    if progress:
-        all_callbacks.append(StderrProgressBar(refresh_rate=10))
-    else:
-        all_callbacks.append(EpochLog(prefix="  "))  # background runs still say where they are
-    settings = {
-        "max_epochs": training.max_epochs,
-        "accelerator": training.accelerator,
-        "devices": training.devices,
-        "strategy": training.strategy,
-        "num_nodes": training.num_nodes,
-        "precision": resolve_precision(training, accelerator),
-        "deterministic": training.deterministic,
-        "gradient_clip_val": training.gradient_clip_val,
-        "default_root_dir": str(out_dir),
-        "logger": CSVLogger(str(out_dir), name=LOG_DIR, version=""),
-        "enable_progress_bar": progress,
-        "enable_model_summary": progress,
-        "callbacks": all_callbacks,
-        "plugins": _with_atomic_checkpoints(kwargs.pop("plugins", None)),
-    }
-    settings.update(kwargs)
-    if not validate:
-        settings.update(limit_val_batches=0, num_sanity_val_steps=0)
-    if settings["logger"] in (None, False):
-        # Nothing to write learning rates to.
-        settings["callbacks"] = [c for c in all_callbacks if not isinstance(c, LearningRateMonitor)]
-    from lightning.fabric.utilities.exceptions import MisconfigurationException
-
-    _quiet_lightning_noise()
-    try:
-        return L.Trainer(**settings)
-    except (TypeError, ValueError, MisconfigurationException) as exc:  # devices="abc", strategy="foo", ...
-        chosen = {k: settings[k] for k in ("accelerator", "devices", "strategy", "num_nodes", "precision")}
-        raise ConfigError(f"lightning.Trainer rejected the run's arguments ({chosen}, extra {dict(kwargs)}): "
-                          f"{exc}") from exc
-
-
-def _with_atomic_checkpoints(plugins) -> list:
-    """The caller's Trainer plugins, plus atomic checkpoint writes (temporary name, fsync, rename:
-    a kill or a full disk never leaves half a checkpoint) unless they bring a CheckpointIO of their own."""
-    from lightning.fabric.plugins import CheckpointIO
-
-    from damcha_ts.training.checkpoints import AtomicCheckpointIO
-
-    given = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
-    return given if any(isinstance(p, CheckpointIO) for p in given) else [AtomicCheckpointIO(), *given]
-
-
-class StderrProgressBar(TQDMProgressBar):
-    """Lightning's progress bar on stderr: its own writes to stdout, where a user's prints and
-    ``--json`` output go."""
-
-    @staticmethod
-    def _on_stderr(make_bar):
-        with contextlib.redirect_stdout(sys.stderr):
-            return make_bar()
-
-    def init_sanity_tqdm(self):
-        return self._on_stderr(super().init_sanity_tqdm)
-
-    def init_train_tqdm(self):
-        return self._on_stderr(super().init_train_tqdm)
-
-    def init_validation_tqdm(self):
-        return self._on_stderr(super().init_validation_tqdm)
-
-    def init_predict_tqdm(self):
-        return self._on_stderr(super().init_predict_tqdm)
-
-    def init_test_tqdm(self):
-        return self._on_stderr(super().init_test_tqdm)
-
-
-@contextlib.contextmanager
-def quiet_lightning():
-    """Within it, Lightning says only what is wrong: no "GPU available / TPU available" lines, no
-    "`Trainer.fit` stopped" and other info, no warning that an epoch has fewer batches than
-    ``log_every_n_steps`` (what ``Forecaster(verbose=False)`` trains under)."""
-    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric", "lightning")]
-    levels = [logger.level for logger in loggers]
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*log_every_n_steps.*")
-        for logger in loggers:
-            logger.setLevel(logging.WARNING)
-        try:
-            yield
-        finally:
-            for logger, level in zip(loggers, levels):
-                logger.setLevel(level)
 
 
 #: Fewer validation windows than this make early stopping a guess (DataWarning).
@@ -190,8 +50,6 @@ MIN_VAL_WINDOWS = 16
 def warn_few_windows(series, batch_size: int) -> None:
     """A DataWarning when the validation split has fewer than ``MIN_VAL_WINDOWS`` windows or the
     train split fewer than one batch, with the counts and what would give more."""
-    from damcha_ts.data.registry import DataWarning
-
     train, val = series.window_count("train"), series.window_count("val")
     problems = []
     if val < MIN_VAL_WINDOWS:
@@ -214,27 +72,12 @@ def warn_few_windows(series, batch_size: int) -> None:
 def _caller_level() -> int:
     """The ``stacklevel`` of the first frame outside damcha_ts (where the user called fit), from
     the function that calls this one."""
-    import inspect
-
     package = str(Path(__file__).resolve().parents[1])
     frames = inspect.stack(0)[2:]
     for level, frame in enumerate(frames, start=2):
         if not str(Path(frame.filename).resolve()).startswith(package):
             return level
     return 1
-
-
-def _drop_lightning_tips(record: logging.LogRecord) -> bool:
-    return not str(record.msg).startswith("\U0001f4a1 Tip:")  # adverts for Lightning's cloud services
-
-
-def _quiet_lightning_noise() -> None:
-    """Keep every run's log to what matters: Lightning prints a cloud-service tip with each Trainer,
-    and with torch >= 2.10 a deprecation warning about its own use of torch's pytree API."""
-    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    if _drop_lightning_tips not in logger.filters:
-        logger.addFilter(_drop_lightning_tips)
-    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
 
 
 @dataclass
@@ -293,14 +136,8 @@ def fit_series(
     ``validate=False`` trains ``training.max_epochs`` epochs on the train split alone and keeps the
     last epoch's weights (a refit for an epoch count chosen earlier; ``best_val_loss`` is NaN).
     """
-    from damcha_ts.data import ForecastDataModule
-
     out_dir = Path(out_dir)
-    # Checked before anything starts: an unreadable last.ckpt falls back to best.ckpt or is refused.
-    start = resume_point(out_dir / CHECKPOINT_DIR) if resume else None
-    ckpt_path = str(start) if start is not None else None
-    if resume and ckpt_path is None:
-        rank_zero_info(f"resume: no {out_dir / CHECKPOINT_DIR / 'last.ckpt'} yet, starting from scratch")
+    ckpt_path = _resume_checkpoint(out_dir, resume)
     if validate and rank_zero_only.rank == 0:
         warn_few_windows(series, training.batch_size)
     # The Trainer first: arguments it rejects must fail before anything in out_dir is touched.
@@ -309,12 +146,8 @@ def fit_series(
     )
     if on_start is not None:
         on_start()
-    if ckpt_path is None and rank_zero_only.rank == 0:
-        # A fresh run owns these folders: stale checkpoints would be mistaken for this run's.
-        for stale in (out_dir / CHECKPOINT_DIR, out_dir / LOG_DIR):
-            shutil.rmtree(stale, ignore_errors=True)
-    if ckpt_path is not None and rank_zero_only.rank == 0:
-        _set_log_aside(out_dir / LOG_DIR)
+    if rank_zero_only.rank == 0:
+        _take_over_folders(out_dir, resumed=ckpt_path is not None)
 
     L.seed_everything(training.seed, workers=True, verbose=False)
     datamodule = ForecastDataModule(
@@ -324,8 +157,32 @@ def fit_series(
                             target_only=series.target_only)
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     if ckpt_path is not None and trainer.is_global_zero:
-        _restore_log_history(out_dir / LOG_DIR)
+        restore_log_history(out_dir / LOG_DIR)
+    return _with_best_weights(trainer, module, datamodule)
 
+
+def _resume_checkpoint(out_dir: Path, resume: bool) -> str | None:
+    """The checkpoint a resume starts from, or None to start afresh; checked before anything starts:
+    an unreadable last.ckpt falls back to best.ckpt or is refused."""
+    start = resume_point(out_dir / CHECKPOINT_DIR) if resume else None
+    if resume and start is None:
+        rank_zero_info(f"resume: no {out_dir / CHECKPOINT_DIR / 'last.ckpt'} yet, starting from scratch")
+    return str(start) if start is not None else None
+
+
+def _take_over_folders(out_dir: Path, *, resumed: bool) -> None:
+    """A fresh run owns checkpoints/ and logs/: stale checkpoints would be mistaken for this run's.
+    A resumed run keeps the log rows of its earlier epochs aside (Lightning deletes them)."""
+    if resumed:
+        set_log_aside(out_dir / LOG_DIR)
+        return
+    for stale in (out_dir / CHECKPOINT_DIR, out_dir / LOG_DIR):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _with_best_weights(trainer: L.Trainer, module: ForecastModule, datamodule) -> FitResult:
+    """The fit's result, its module holding the best checkpoint's weights (the last epoch's without
+    validation, where the best checkpoint is the last)."""
     checkpoint = trainer.checkpoint_callback
     best_path = checkpoint.best_model_path if checkpoint is not None else ""
     best_val = float(checkpoint.best_model_score) if checkpoint and checkpoint.best_model_score is not None else float("nan")
@@ -346,52 +203,6 @@ def fit_series(
         best_epoch=best_epoch,
         timing=timer.summary(),
     )
-
-
-# Lightning's CSVLogger deletes logs/metrics.csv when a run starts in a folder that has one, so a
-# resumed run would lose the epochs before the interruption. Their rows wait in this file (several
-# resumes stack up) and are put back in front of the resumed run's rows when it ends.
-EARLIER_LOG = "metrics_before_resume.csv"
-
-
-def _read_log(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    with path.open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def _write_log(path: Path, rows: list[dict]) -> None:
-    import io
-
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(key for row in rows for key in row)))
-    writer.writeheader()
-    writer.writerows(rows)
-    write_atomically(path, text.getvalue())
-
-
-def _epoch(row: dict) -> float:
-    return float(row["epoch"]) if row.get("epoch") else float("-inf")
-
-
-def _set_log_aside(log_dir: Path) -> None:
-    current = log_dir / "metrics.csv"
-    if current.is_file():
-        _write_log(log_dir / EARLIER_LOG, _read_log(log_dir / EARLIER_LOG) + _read_log(current))
-        current.unlink()
-
-
-def _restore_log_history(log_dir: Path) -> None:
-    """metrics.csv = the earlier rows of epochs before the resumed one, then the resumed run's rows."""
-    earlier, current = _read_log(log_dir / EARLIER_LOG), _read_log(log_dir / "metrics.csv")
-    if not earlier:
-        return
-    resumed_from = min((_epoch(row) for row in current if row.get("epoch")), default=float("inf"))
-    # Rows of an epoch cut short by the interruption were logged again by the resumed run.
-    kept = [row for row in earlier if _epoch(row) < resumed_from]
-    _write_log(log_dir / "metrics.csv", kept + current)
-    (log_dir / EARLIER_LOG).unlink()
 
 
 def run_experiment(
@@ -433,40 +244,40 @@ def run_experiment(
     # Data settings are checked before out_dir is touched: a run that cannot start leaves an
     # earlier run's folder as it was.
     series = run.data.prepare()
-    if evaluate_test and series.window_count("test") == 0:
-        raise ConfigError("data.test_size=0 leaves no test split for run_experiment to score: give test_size > 0 "
-                          "(or leave it out), or train with Forecaster.fit(data, test_size=0)",
-                          cli="data.test_size=0 leaves no test split for the run to score: give --test-size > 0, "
-                              "or leave it out")
-    fit = fit_series(
-        series,
-        run.model_dict(),
-        run.training,
-        out_dir,
-        resume=resume,
-        callbacks=callbacks,
-        trainer_kwargs=trainer_kwargs,
-        progress=progress,
-        on_start=lambda: _save_config(out_dir, run),
-    )
+    if evaluate_test:
+        _refuse_without_test_split(series)
+    fit = fit_series(series, run.model_dict(), run.training, out_dir, resume=resume, callbacks=callbacks,
+                     trainer_kwargs=trainer_kwargs, progress=progress, on_start=lambda: _save_config(out_dir, run))
     result = _run_facts(run, fit)
     tables = None
     if evaluate_test:
-        errors = evaluate_test_split(fit, series)
-        scores = summary(errors)
-        result.update({k: scores[k] for k in ("mse", "mae", "mse_inverse", "mae_inverse")})
-        result["test_windows"] = scores["windows"]
-        tables = breakdowns(errors, scored_columns(series))
+        scores, tables = _test_scores(fit, series)
+        result.update(scores)
     result.update(wall_seconds=time.perf_counter() - started, config_hash=run.config_hash(), out_dir=str(out_dir))
     if fit.trainer.is_global_zero:
         _write_outputs(out_dir, run, fit, series, result, tables)
     return result
 
 
+def _refuse_without_test_split(series) -> None:
+    if series.window_count("test") == 0:
+        raise ConfigError("data.test_size=0 leaves no test split for run_experiment to score: give test_size > 0 "
+                          "(or leave it out), or train with Forecaster.fit(data, test_size=0)",
+                          cli="data.test_size=0 leaves no test split for the run to score: give --test-size > 0, "
+                              "or leave it out")
+
+
+def _test_scores(fit: FitResult, series) -> tuple[dict[str, Any], tuple]:
+    """The test split's scores (``mse``, ``mae``, ``mse_inverse``, ``mae_inverse``, ``test_windows``)
+    and its per-step and per-variate breakdown tables."""
+    errors = evaluate_test_split(fit, series)
+    scores = summary(errors)
+    return ({**{k: scores[k] for k in ("mse", "mae", "mse_inverse", "mae_inverse")}, "test_windows": scores["windows"]},
+            breakdowns(errors, scored_columns(series)))
+
+
 def _check_resumable(out_dir: Path, run: RunConfig) -> None:
     """A resume continues the same run: the folder's config.yaml must hash as this config."""
-    import yaml
-
     saved = out_dir / "config.yaml"
     if saved.is_file():
         previous = config_hash(yaml.safe_load(saved.read_text(encoding="utf-8")))
@@ -478,16 +289,12 @@ def _check_resumable(out_dir: Path, run: RunConfig) -> None:
 
 
 def _save_config(out_dir: Path, run: RunConfig) -> None:
-    import yaml
-
     if rank_zero_only.rank == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
         write_atomically(out_dir / "config.yaml", yaml.safe_dump(run.to_dict(), sort_keys=False))
 
 
 def _run_facts(run: RunConfig, fit: FitResult) -> dict[str, Any]:
-    from damcha_ts.models import count_parameters
-
     return {
         "model": run.model_name,
         "dataset": str(run.data.dataset),
@@ -504,8 +311,6 @@ def _run_facts(run: RunConfig, fit: FitResult) -> dict[str, Any]:
 def _write_outputs(out_dir: Path, run: RunConfig, fit: FitResult, series, result: dict, tables) -> None:
     """Breakdowns, ``model/`` and, last, ``metrics.json`` (its presence means the whole run is on disk;
     the leaderboard relies on it)."""
-    from damcha_ts.training.artifacts import history_arguments, save_model_dir
-
     if tables is not None:
         _write_table(out_dir / "metrics_per_step.csv", tables[0])
         _write_table(out_dir / "metrics_per_variate.csv", tables[1])
@@ -523,9 +328,6 @@ def _write_outputs(out_dir: Path, run: RunConfig, fit: FitResult, series, result
 def _series_meta(series, data_config: Mapping[str, Any]):
     """The saved model's data description, with how its file was laid out (time column, date
     format, variate order), so that ``damcha-ts predict`` reads the same file without repeating them."""
-    from damcha_ts.data.layout import describe_input, input_columns, with_entity_col
-    from damcha_ts.training.artifacts import SeriesMeta
-
     # Read as prepare read it: a table that names its series is many entities.
     options = with_entity_col(data_config["dataset"], {k: v for k, v in data_config.items() if k != "dataset"})
     kind, layout = describe_input(data_config["dataset"], options)
@@ -555,6 +357,4 @@ def evaluate_test_split(fit: FitResult, series):
 
 
 def _write_table(path: Path, table: Mapping[str, list]) -> None:
-    import pandas as pd
-
     write_atomically(path, pd.DataFrame(table).to_csv(index=False))

@@ -257,7 +257,7 @@ def test_a_trainer_logs_no_cloud_service_tips(tmp_path, caplog):
     import logging
 
     from damcha_ts.training.config import TrainingConfig
-    from damcha_ts.training.runner import build_trainer
+    from damcha_ts.training.trainer import build_trainer
 
     with caplog.at_level(logging.INFO, logger="lightning.pytorch.utilities.rank_zero"):
         build_trainer(TrainingConfig(), tmp_path, progress=False)
