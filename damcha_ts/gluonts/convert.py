@@ -8,6 +8,7 @@ import warnings
 import pandas as pd
 from gluonts.torch.model.predictor import PyTorchPredictor
 
+from damcha_ts.data.protocol import scored_slice
 from damcha_ts.errors import ConfigError
 from damcha_ts.gluonts.estimator import DAMCHAEstimator
 from damcha_ts.gluonts.lightning_module import DAMCHALightningModule
@@ -23,8 +24,6 @@ def predictor_from_forecaster(forecaster, batch_size: int = 32) -> PyTorchPredic
     (``PandasDataset(frame[forecaster.meta_.columns], target=...)``). ``forecaster`` may also be a
     :class:`damcha_ts.forecasting.Predictor` (e.g. ``Predictor.load(model_dir)``).
     """
-    from damcha_ts.data.protocol import scored_slice
-
     if getattr(forecaster, "is_fitted", True) is False:
         raise ConfigError("predictor_from_forecaster: the forecaster is not fitted; call fit(data) or Forecaster.load first")
     predictor = getattr(forecaster, "predictor", forecaster)  # the model, its scaler and time marks

@@ -47,6 +47,7 @@ from gluonts.transform import (
     ValidationSplitSampler,
 )
 
+from damcha_ts.data.options import ProtocolOptions
 from damcha_ts.data.protocol import time_features
 from damcha_ts.errors import ConfigError, DataError, plain_repr
 from damcha_ts.gluonts.lightning_module import COVARIATE_FIELDS, KNOWN_COVARIATES, DAMCHALightningModule, input_names
@@ -61,6 +62,7 @@ from damcha_ts.gluonts.transform import (
 from damcha_ts.models import MODEL_NAMES, make_config
 from damcha_ts.models.registry import VARIANT_NAMES, known_model_name
 from damcha_ts.models.quantiles import validate_quantiles
+from damcha_ts.training.config import TrainingConfig
 
 PAST_TARGET = "past_target"
 TRAINING_FIELDS = ["future_target", "future_observed_values"]
@@ -80,8 +82,8 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         quantiles: quantile levels for a probabilistic forecast (0.5 is always added; the predictor
             returns ``QuantileForecast`` with these keys plus ``"mean"``); None (default) for a point
             forecast trained with MSE (``SampleForecast`` with one sample).
-        lr: AdamW learning rate; weight_decay: AdamW (decoupled) weight decay.
-        batch_size: windows per batch, for training and prediction.
+        lr, weight_decay, batch_size: AdamW's rate and (decoupled) decay, and windows per batch for
+            training and prediction; defaults from ``damcha_ts.training.config.TrainingConfig``.
         num_batches_per_epoch: an "epoch" is this many batches of a cyclic, randomly windowed stream.
         trainer_kwargs: passed to ``lightning.pytorch.Trainer`` over ``{"max_epochs": 100}``.
         time_features_freq: time marks for models that read them (iTransformer's ``use_time_marks``),
@@ -102,61 +104,32 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
     def __init__(
         self,
         prediction_length: int,
-        context_length: int = 96,
+        context_length: int = ProtocolOptions.seq_len,
         model: str = "itransformer_damcha",
         hyperparameters: dict[str, Any] | None = None,
         quantiles: list[float] | None = None,
-        lr: float = 1e-4,
-        weight_decay: float = 0.0,
-        batch_size: int = 32,
+        lr: float = TrainingConfig.learning_rate,
+        weight_decay: float = TrainingConfig.weight_decay,
+        batch_size: int = TrainingConfig.batch_size,
         num_batches_per_epoch: int = 50,
         trainer_kwargs: dict[str, Any] | None = None,
-        time_features_freq: str | None = "h",
+        time_features_freq: str | None = ProtocolOptions.time_features_freq,
         standardize: bool = True,
         num_feat_dynamic_real: int = 0,
         num_past_feat_dynamic_real: int = 0,
         num_feat_static_real: int = 0,
     ) -> None:
         super().__init__(trainer_kwargs={**DEFAULT_TRAINER_KWARGS, **(trainer_kwargs or {})})
-        if not known_model_name(model):
-            raise ConfigError(f"model={model!r} is not one of {list(MODEL_NAMES + VARIANT_NAMES)}")
-        for name, value in (
-            ("prediction_length", prediction_length),
-            ("context_length", context_length),
-            ("batch_size", batch_size),
-            ("num_batches_per_epoch", num_batches_per_epoch),
-        ):
-            if value < 1:  # @validated() has already made it an int (pydantic truncates 2.7 to 2)
-                raise ConfigError(f"{name} must be >= 1, got {value}")
-        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-            raise ConfigError(f"lr must be a finite number > 0, got {plain_repr(lr)}")
-        if not (isinstance(weight_decay, (int, float)) and math.isfinite(weight_decay) and weight_decay >= 0):
-            raise ConfigError(f"weight_decay must be a finite number >= 0, got {plain_repr(weight_decay)}")
-        if time_features_freq is not None:
-            time_features(pd.DatetimeIndex([]), time_features_freq)  # names the argument if unknown
         self.covariate_counts = {"feat_dynamic_real": num_feat_dynamic_real,
                                  "past_feat_dynamic_real": num_past_feat_dynamic_real,
                                  "feat_static_real": num_feat_static_real}
-        for field, count in self.covariate_counts.items():
-            if count < 0:
-                raise ConfigError(f"num_{field}={count}: expected a number of covariates >= 0")
-        hyperparameters = dict(hyperparameters or {})
-        counts = {f"{COVARIATE_FIELDS[field]}_covariates": n for field, n in self.covariate_counts.items()}
-        for key in ("name", "seq_len", "pred_len"):
-            if key in hyperparameters:
-                raise ConfigError(
-                    f"hyperparameters[{key!r}] is set by DAMCHAEstimator from model=, context_length= and "
-                    "prediction_length=; remove it"
-                )
-        for key, count in counts.items():
-            if hyperparameters.pop(key, count) != count:  # a complete model config carries 0s
-                raise ConfigError(f"hyperparameters[{key!r}] is set by DAMCHAEstimator from the num_*_real "
-                                  "counts (num_feat_dynamic_real, num_past_feat_dynamic_real, num_feat_static_real)")
+        check_arguments(model, {"prediction_length": prediction_length, "context_length": context_length,
+                                "batch_size": batch_size, "num_batches_per_epoch": num_batches_per_epoch},
+                        lr, weight_decay, time_features_freq, self.covariate_counts)
         self.prediction_length = prediction_length
         self.context_length = context_length
-        counts = {key: n for key, n in counts.items() if n}  # a model without covariates hashes as before
-        self.model_config = {"name": model, **hyperparameters, **counts, "seq_len": context_length,
-                             "pred_len": prediction_length}
+        self.model_config = model_config(model, hyperparameters, self.covariate_counts, context_length,
+                                         prediction_length)
         # Bad hyperparameters fail here, naming the key, rather than when training starts.
         self.uses_time_marks = bool(getattr(make_config(self.model_config), "use_time_marks", False))
         self.quantiles = None if quantiles is None else list(validate_quantiles(quantiles))
@@ -309,6 +282,47 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         if self.uses_time_marks:
             return AddTimeMarks(time_features_freq=self.time_features_freq) + windows
         return windows
+
+
+def check_arguments(model: str, positive: dict[str, int], lr: float, weight_decay: float,
+                    time_features_freq: str | None, covariate_counts: dict[str, int]) -> None:
+    """ConfigError naming the first bad ``DAMCHAEstimator`` argument (``positive``: name -> a count
+    that must be >= 1; ``covariate_counts``: GluonTS field -> number of covariates)."""
+    if not known_model_name(model):
+        raise ConfigError(f"model={model!r} is not one of {list(MODEL_NAMES + VARIANT_NAMES)}")
+    for name, value in positive.items():
+        if value < 1:  # @validated() has already made it an int (pydantic truncates 2.7 to 2)
+            raise ConfigError(f"{name} must be >= 1, got {value}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ConfigError(f"lr must be a finite number > 0, got {plain_repr(lr)}")
+    if not (isinstance(weight_decay, (int, float)) and math.isfinite(weight_decay) and weight_decay >= 0):
+        raise ConfigError(f"weight_decay must be a finite number >= 0, got {plain_repr(weight_decay)}")
+    if time_features_freq is not None:
+        time_features(pd.DatetimeIndex([]), time_features_freq)  # names the argument if unknown
+    for field, count in covariate_counts.items():
+        if count < 0:
+            raise ConfigError(f"num_{field}={count}: expected a number of covariates >= 0")
+
+
+def model_config(model: str, hyperparameters: dict[str, Any] | None, covariate_counts: dict[str, int],
+                 context_length: int, prediction_length: int) -> dict:
+    """The ``build_model`` config of an estimator: its model name and hyperparameters, the covariate
+    counts of its GluonTS fields and the two lengths; ConfigError for a hyperparameter that one of
+    the estimator's own arguments sets."""
+    hyperparameters = dict(hyperparameters or {})
+    counts = {f"{COVARIATE_FIELDS[field]}_covariates": n for field, n in covariate_counts.items()}
+    for key in ("name", "seq_len", "pred_len"):
+        if key in hyperparameters:
+            raise ConfigError(
+                f"hyperparameters[{key!r}] is set by DAMCHAEstimator from model=, context_length= and "
+                "prediction_length=; remove it"
+            )
+    for key, count in counts.items():
+        if hyperparameters.pop(key, count) != count:  # a complete model config carries 0s
+            raise ConfigError(f"hyperparameters[{key!r}] is set by DAMCHAEstimator from the num_*_real "
+                              "counts (num_feat_dynamic_real, num_past_feat_dynamic_real, num_feat_static_real)")
+    counts = {key: n for key, n in counts.items() if n}  # a model without covariates hashes as before
+    return {"name": model, **hyperparameters, **counts, "seq_len": context_length, "pred_len": prediction_length}
 
 
 class TargetStatistics(NamedTuple):

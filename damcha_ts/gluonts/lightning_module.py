@@ -14,7 +14,10 @@ import torch
 from gluonts.core.component import validated
 
 from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.gluonts.transform import PAST_TIME_MARKS
+from damcha_ts.models.base import Covariates
 from damcha_ts.models.quantiles import quantile_mean
+from damcha_ts.training.config import TrainingConfig
 from damcha_ts.training.module import ForecastModule
 
 #: GluonTS's covariate fields -> our covariate kinds (docs/ecosystem.md): known-in-advance
@@ -30,8 +33,6 @@ def input_names(uses_time_marks: bool, counts: dict[str, int]) -> list[str]:
     """The network's inputs, in ``forward``'s order, after GluonTS's InstanceSplitter: the target's
     context, its time marks when the model reads them, then the covariate fields the model has
     (``counts``: field -> number of covariates)."""
-    from damcha_ts.gluonts.transform import PAST_TIME_MARKS
-
     names = ["past_target", *([PAST_TIME_MARKS] if uses_time_marks else [])]
     if counts.get("feat_dynamic_real"):
         names += [f"past_{KNOWN_COVARIATES}", f"future_{KNOWN_COVARIATES}"]
@@ -81,8 +82,8 @@ class DAMCHALightningModule(ForecastModule):
         self,
         model_config: dict[str, Any],
         quantiles: list[float] | None = None,
-        lr: float = 1e-4,
-        weight_decay: float = 0.0,
+        lr: float = TrainingConfig.learning_rate,
+        weight_decay: float = TrainingConfig.weight_decay,
         target_mean: list[float] | None = None,
         target_scale: list[float] | None = None,
         covariate_statistics: dict[str, list[list[float]]] | None = None,
@@ -134,8 +135,6 @@ class DAMCHALightningModule(ForecastModule):
 
     def _covariates(self, batch: dict):
         """GluonTS's covariate fields of a batch, standardised, as the model's ``Covariates``."""
-        from damcha_ts.models.base import Covariates
-
         if not self.covariate_fields:
             return None
 
