@@ -14,6 +14,7 @@ import pandas as pd
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import save_figure
+from damcha_ts.forecasting.intervals import check_levels, with_intervals
 
 
 def plot_forecast(
@@ -46,12 +47,7 @@ def plot_forecast(
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("plotting needs matplotlib: pip install 'damcha-ts[plot]'") from exc
 
-    columns = list(forecast.columns)
-    if variates is None:
-        variates = columns[: max_variates - 1] + [columns[-1]] if len(columns) > max_variates else columns
-    unknown = [v for v in variates if v not in columns]
-    if unknown:
-        raise ConfigError(f"variates {unknown} are not forecast columns; choose from {columns}")
+    variates = _chosen_variates(list(forecast.columns), variates, max_variates)
     if ax is not None:
         if len(variates) != 1:
             raise ConfigError("ax= draws one variate; pass variates=[name]")
@@ -60,16 +56,7 @@ def plot_forecast(
         figure, axes = plt.subplots(len(variates), 1, figsize=(10, 2.4 * len(variates)), sharex=True, squeeze=False)
         axes = list(axes[:, 0])
     for axis, name in zip(axes, variates):
-        if name in history.columns:
-            axis.plot(history.index, history[name], color="0.35", linewidth=1.0, label="history")
-        if truth is not None and name in truth.columns:
-            axis.plot(truth.index, truth[name], color="tab:green", linewidth=1.0, label="truth")
-        for rank, (level, (lo, hi)) in enumerate(sorted((bands or {}).items(), reverse=True)):
-            axis.fill_between(forecast.index, lo[name].to_numpy(), hi[name].to_numpy(), color="tab:blue",
-                              alpha=0.12 + 0.12 * rank, linewidth=0, label=f"{float(level):g}% interval")
-        axis.plot(forecast.index, forecast[name], color="tab:blue", linewidth=1.4, label="forecast")
-        axis.axvline(forecast.index[0], color="0.6", linestyle=":", linewidth=0.8)
-        axis.set_ylabel(str(name))
+        _draw_variate(axis, name, history, forecast, truth, bands or {})
     axes[0].legend(loc="upper left", fontsize="small", ncol=3)
     if title:
         axes[0].set_title(title)
@@ -80,6 +67,32 @@ def plot_forecast(
         if ax is None:
             plt.close(figure)
     return figure
+
+
+def _chosen_variates(columns: list, variates: Sequence[str] | None, max_variates: int) -> list:
+    """The forecast columns to draw: ``variates`` checked, or the first ``max_variates`` with the
+    target (the last column) always among them."""
+    if variates is None:
+        variates = columns[: max_variates - 1] + [columns[-1]] if len(columns) > max_variates else columns
+    unknown = [v for v in variates if v not in columns]
+    if unknown:
+        raise ConfigError(f"variates {unknown} are not forecast columns; choose from {columns}")
+    return variates
+
+
+def _draw_variate(axis, name: str, history: pd.DataFrame, forecast: pd.DataFrame, truth: pd.DataFrame | None,
+                  bands: dict) -> None:
+    """One variate's history, truth, interval bands (wider levels lighter) and forecast into ``axis``."""
+    if name in history.columns:
+        axis.plot(history.index, history[name], color="0.35", linewidth=1.0, label="history")
+    if truth is not None and name in truth.columns:
+        axis.plot(truth.index, truth[name], color="tab:green", linewidth=1.0, label="truth")
+    for rank, (level, (lo, hi)) in enumerate(sorted(bands.items(), reverse=True)):
+        axis.fill_between(forecast.index, lo[name].to_numpy(), hi[name].to_numpy(), color="tab:blue",
+                          alpha=0.12 + 0.12 * rank, linewidth=0, label=f"{float(level):g}% interval")
+    axis.plot(forecast.index, forecast[name], color="tab:blue", linewidth=1.4, label="forecast")
+    axis.axvline(forecast.index[0], color="0.6", linestyle=":", linewidth=0.8)
+    axis.set_ylabel(str(name))
 
 
 def plot_prediction(
@@ -101,8 +114,6 @@ def plot_prediction(
     [H, F]: the future covariates' values) and, when given, the ``truth`` (a wide frame indexed by
     the forecast timestamps, or an array ``[H, C_out]``); ``level`` (percentages) shades the
     predictor's calibrated intervals. Covariates are not drawn."""
-    from damcha_ts.forecasting.intervals import check_levels, with_intervals
-
     forecast = with_intervals(predictor, predictor.forecast_after(values, timestamps, future), check_levels(level))
     columns = list(predictor.meta.columns)
     history = pd.DataFrame(np.asarray(values)[:, : len(columns)], index=timestamps, columns=columns)
