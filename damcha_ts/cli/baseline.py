@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from damcha_ts.baselines import METHODS, evaluate_naive
 from damcha_ts.cli.arguments import add_csv_arguments, add_json_flag, csv_options
+from damcha_ts.data import prepare
 
-CLI_METHODS = {"repeat-last": "repeat_last", "window-mean": "window_mean"}
+# The command line spells a method with dashes (repeat-last), as it does every flag.
+CLI_METHODS = {method.replace("_", "-"): method for method in METHODS}
 
 
 def register(subparsers) -> None:
@@ -26,9 +29,6 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from damcha_ts.baselines import evaluate_naive
-    from damcha_ts.data import prepare
-
     data = prepare(args.name, seq_len=args.seq_len, pred_len=args.pred_len, **csv_options(args))
     scores = evaluate_naive(data, CLI_METHODS[args.method], split="test")
     scores.pop("method")  # reported under its command-line spelling

@@ -7,7 +7,8 @@ export), queue.py (the grid's cells as the trials of an Optuna study), worker.py
 it, report it), cells.py (one cell), results.py (the CSV), then the report: tables.py (the numbers, no
 Markdown), render.py with templates/ (the prose), figures.py (the figure list) and plots.py (drawing
 them), put together by report.py; published.json holds the published numbers of protocol.md §4.
-Importing this package loads no torch.
+Model names, their families and the dataset order come from the registries (``damcha_ts.models``,
+``damcha_ts.data``), so importing this package loads torch.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from typing import Any
 
 from damcha_ts.files import write_atomically
 from damcha_ts.leaderboard.grid import Cell, LeaderboardGrid
+from damcha_ts.models.registry import model_spec
 
 # Naive baselines use the protocol's lookback (protocol.md §7), like every neural config here.
 NAIVE_SEQ_LEN = 96
@@ -255,7 +256,7 @@ def save_prediction_sample(config: dict, run_dir: Path) -> Path:
     with torch.no_grad():
         pred = model(batch["x"], batch["x_mark"])
     border1 = series.borders["test"][0]
-    starts = [str(series.timestamps[border1 + int(i) + series.seq_len]) for i in chosen]
+    starts = [str(series.series[0].timestamps[border1 + int(i) + series.seq_len]) for i in chosen]
     arrays = {
         "x": batch["x"].numpy(),
         "y": batch["y"].numpy(),
@@ -264,7 +265,7 @@ def save_prediction_sample(config: dict, run_dir: Path) -> Path:
         "start": np.array(starts),
         "columns": np.array(series.columns),
     }
-    if "damcha" in config["model"]["name"]:
+    if config["model"][model_spec(config["model"]["name"]).attention_field] == "damcha":
         probe = test.batch(torch.linspace(0, n_windows - 1, min(METRIC_WINDOWS, n_windows)).round().long())
         with torch.no_grad():
             maps = model.attention_maps(probe["x"], probe["x_mark"])

@@ -55,11 +55,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from damcha_ts.baselines import METHODS as NAIVE_METHODS
 from damcha_ts.errors import ConfigError
 from damcha_ts.leaderboard.paths import safe_name
+from damcha_ts.models.registry import FAMILIES, MODEL_NAMES, VARIANT_NAMES, VARIANTS, known_model_name, resolve_variant
 from damcha_ts.schema import load_shipped, reject_unknown_keys, yaml_number
 
-NAIVE_METHODS = ("repeat_last", "window_mean")
 # Naive forecasts are deterministic; their rows carry this seed so every row has one.
 NAIVE_SEED = 0
 
@@ -299,8 +300,6 @@ def _project_root(grid_path: Path) -> Path:
 
 def _parse_models(raw_models, path: Path) -> tuple[ModelEntry, ...]:
     """The ``models:`` list: known model names, safe and distinct labels (no naive method's name)."""
-    from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES, VARIANTS, known_model_name, resolve_variant
-
     if not isinstance(raw_models, list) or not raw_models:
         raise ConfigError(f"{path}: 'models' must be a non-empty list of {{name: ...}} entries")
     models = []
@@ -402,10 +401,8 @@ def _parse_parity(value, path: Path) -> ParityTarget:
 
 
 def _parse_goal(value, where: str, path: Path) -> GoalTable:
-    from damcha_ts.leaderboard.tables import ARCHITECTURES
-
     entry = _section(value, GOAL_KEYS, ("title", "baseline", "published", "columns"), where, path)
-    mha_rows = [mha for mha, _ in ARCHITECTURES.values()]
+    mha_rows = [spec.mha_and_damcha[0] for spec in FAMILIES.values()]
     if entry["baseline"] not in mha_rows:
         raise ConfigError(f"{path}: {where}.baseline: {entry['baseline']!r} is not one of {mha_rows} "
                           "(the MHA row each DAMCHA row of its architecture is judged against)")
@@ -491,8 +488,6 @@ def _dataset_list(value, where: str, allow_empty: bool = False) -> tuple[str, ..
 
 def _row_name(value, where: str) -> str:
     """A row some grid produces by default: a model name or a naive method."""
-    from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES
-
     if value not in (*MODEL_NAMES, *VARIANT_NAMES, *NAIVE_METHODS):
         raise ConfigError(f"{where} {value!r} is not one of {[*MODEL_NAMES, *VARIANT_NAMES, *NAIVE_METHODS]}")
     return value

@@ -31,8 +31,6 @@ from damcha_ts.leaderboard.render import (
     source_lines,
 )
 from damcha_ts.leaderboard.tables import (
-    ARCHITECTURES,
-    DATASET_ORDER,
     MAIN_MODELS,
     METRICS,
     PROTOCOL_HORIZONS,
@@ -59,7 +57,7 @@ from damcha_ts.leaderboard.tables import (
 )
 
 __all__ = [
-    "ARCHITECTURES", "DATASET_ORDER", "FINDINGS_NAME", "MAIN_MODELS", "METRICS", "PROTOCOL_HORIZONS",
+    "FINDINGS_NAME", "MAIN_MODELS", "METRICS", "PROTOCOL_HORIZONS",
     "REPORT_GRIDS_NAME", "DatasetResults", "ExpectedCell", "Stat", "ablation_curves", "build_report", "collect",
     "compare_damcha_mha", "damcha_variants", "device_label", "read_report_grids", "record_report_grids",
     "relative_change", "render_plots", "report_targets", "write_report",

@@ -19,23 +19,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from damcha_ts.baselines import METHODS as NAIVE_METHODS
+from damcha_ts.data.registry import DATASETS
+from damcha_ts.models.registry import FAMILIES, MODEL_NAMES
+
 if TYPE_CHECKING:
     from damcha_ts.leaderboard.grid import GoalColumn, GoalTable, ParityTarget
     from damcha_ts.leaderboard.published import PublishedResults
 
-# Column order of our models; any other label in the CSV (an ablation) gets its own table.
-MAIN_MODELS = (
-    "itransformer_mha",
-    "itransformer_damcha",
-    "gateformer_mha",
-    "gateformer_damcha",
-    "repeat_last",
-    "window_mean",
-)
-ARCHITECTURES = {"iTransformer": ("itransformer_mha", "itransformer_damcha"),
-                 "Gateformer": ("gateformer_mha", "gateformer_damcha")}
+# Column order of our models: the registry's, then the naive baselines; any other label in the CSV
+# (an ablation) gets its own table.
+MAIN_MODELS = (*MODEL_NAMES, *NAIVE_METHODS)
+# (MHA row, DAMCHA row) of each model family, in the registry's order.
+MHA_DAMCHA_PAIRS = tuple(spec.mha_and_damcha for spec in FAMILIES.values())
 PROTOCOL_HORIZONS = (96, 192, 336, 720)
-DATASET_ORDER = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "Weather", "Traffic", "Electricity", "Exchange")
 METRICS = ("mse", "mae")
 # The published column beside the Summary's Avg table (the architectures are iTransformer-style).
 REFERENCE_PUBLISHED = "iTransformer"
@@ -128,9 +125,9 @@ def collect(rows: Iterable[Mapping], expected: Sequence[ExpectedCell] = ()) -> d
 
 
 def dataset_order(names: Iterable[str]) -> list[str]:
-    """The benchmark datasets in their usual order, then any other name, sorted."""
+    """The benchmark datasets in the data registry's order, then any other name, sorted."""
     names = set(names)
-    known = [d for d in DATASET_ORDER if d in names]
+    known = [d for d in DATASETS if d in names]
     return known + sorted(names - set(known))
 
 
@@ -189,14 +186,14 @@ def compare_damcha_mha(results: Mapping[str, DatasetResults], mha: str, damcha: 
 
 def damcha_variants(results: Mapping[str, DatasetResults]) -> dict[str, str]:
     """{DAMCHA row: the MHA row it is compared with}, architecture by architecture: its main DAMCHA row,
-    then its ablation labels, matched by prefix (``itransformer_…``). Labels of no known architecture
-    are left out."""
+    then its ablation labels, matched by the family's prefix (``itransformer_…``). Labels of no known
+    family are left out."""
     ablations = sorted({m for data in results.values() for m in data.runs} - set(MAIN_MODELS))
     variants = {}
-    for mha, damcha in ARCHITECTURES.values():
-        prefix = mha.split("_")[0] + "_"
+    for spec in FAMILIES.values():
+        mha, damcha = spec.mha_and_damcha
         variants[damcha] = mha
-        variants |= {label: mha for label in ablations if label.startswith(prefix)}
+        variants |= {label: mha for label in ablations if label.startswith(spec.family + "_")}
     return variants
 
 
@@ -379,7 +376,7 @@ def average_table(
     for dataset in dataset_order({*results, *(dataset for dataset, _ in planned)}):
         data = results.get(dataset, DatasetResults(dataset))
         row = [dataset]
-        for mha, damcha in ARCHITECTURES.values():
+        for mha, damcha in MHA_DAMCHA_PAIRS:
             a = data.average(mha, PROTOCOL_HORIZONS, "mse")
             b = data.average(damcha, PROTOCOL_HORIZONS, "mse")
             row += [text(dataset, mha, a), text(dataset, damcha, b),
@@ -387,7 +384,7 @@ def average_table(
         pub = published.value(dataset, REFERENCE_PUBLISHED, "avg", "mse")
         row.append("–" if pub is None else f"{pub:.3f}")
         body.append(row)
-    header = ["dataset", *(name for pair in ARCHITECTURES.values() for name in (*pair, "change")),
+    header = ["dataset", *(name for pair in MHA_DAMCHA_PAIRS for name in (*pair, "change")),
               f"{REFERENCE_PUBLISHED} (published)"]
     return _table(header, body)
 

@@ -53,6 +53,12 @@ class ModelSpec:
         """Every key a model config of this family accepts (``name`` first)."""
         return ["name", *(f.name for f in fields(self.config_class))]
 
+    @property
+    def mha_and_damcha(self) -> tuple[str, str]:
+        """(the family's MHA model, its DAMCHA model): every DAMCHA row of the family, variants
+        included, is judged against that MHA row (the leaderboard's comparisons)."""
+        return f"{self.family}_mha", f"{self.family}_damcha"
+
     def canonical_name(self, config) -> str:
         """The full name of a built config: ``itransformer`` + ``attention="damcha"`` -> ``itransformer_damcha``."""
         return f"{self.family}_{getattr(config, self.attention_field)}"
