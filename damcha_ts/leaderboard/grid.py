@@ -50,16 +50,17 @@ a path found only among the shipped configs (``configs/itransformer_mha/etth1.ya
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from damcha_ts.baselines import METHODS as NAIVE_METHODS
 from damcha_ts.errors import ConfigError
+from damcha_ts.leaderboard.grid_values import canonical_dataset, int_list, optional_mapping, row_name, str_list
 from damcha_ts.leaderboard.paths import safe_name
-from damcha_ts.models.registry import FAMILIES, MODEL_NAMES, VARIANT_NAMES, VARIANTS, known_model_name, resolve_variant
-from damcha_ts.schema import load_shipped, reject_unknown_keys, yaml_number
+from damcha_ts.leaderboard.targets import ReportTargets, parse_targets
+from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES, VARIANTS, known_model_name, resolve_variant
+from damcha_ts.schema import SHIPPED_ROOT, load_shipped, reject_unknown_keys
 
 # Naive forecasts are deterministic; their rows carry this seed so every row has one.
 NAIVE_SEED = 0
@@ -70,11 +71,6 @@ MODEL_KEYS = ("name", "label", "config", "overrides", "seeds")
 # The shipped per-dataset run configs (written for the training code): configs/<model>/<dataset>.yaml
 DEFAULT_MODEL_CONFIG = "configs/{model}/{dataset_lower}.yaml"
 DATASET_KEYS = ("seeds",)
-TARGET_KEYS = ("parity", "goals")
-PARITY_KEYS = ("title", "model", "published", "tolerance", "datasets")
-GOAL_KEYS = ("title", "baseline", "published", "columns", "note")
-GOAL_COLUMN_KEYS = ("header", "against", "datasets", "at_least")
-GOAL_AGAINST = ("baseline", "published")  # a goal column compares with the baseline row or the published Avg
 
 
 @dataclass(frozen=True)
@@ -86,47 +82,6 @@ class ModelEntry:
     config: str = DEFAULT_MODEL_CONFIG  # path template with {model}, {dataset}, {dataset_lower}
     overrides: tuple[str, ...] = ()
     seeds: tuple[int, ...] | None = None  # None: the grid's seeds
-
-
-@dataclass(frozen=True)
-class ParityTarget:
-    """The protocol-parity check: our ``model`` row's Avg MSE within ``tolerance`` of the published one."""
-
-    title: str
-    model: str
-    published: str
-    tolerance: float
-    datasets: tuple[str, ...] = ()  # listed even before they have run
-
-
-@dataclass(frozen=True)
-class GoalColumn:
-    """One column of a goal table: Avg MSE ≤ the baseline row's (or the published Avg) on ``datasets``;
-    with ``at_least`` the column is met on that many of them, else it gives one verdict per dataset."""
-
-    header: str
-    against: str  # one of GOAL_AGAINST
-    datasets: tuple[str, ...]
-    at_least: int | None = None
-
-
-@dataclass(frozen=True)
-class GoalTable:
-    """Verdicts for every DAMCHA row compared with the ``baseline`` MHA row (main row first)."""
-
-    title: str
-    baseline: str
-    published: str
-    columns: tuple[GoalColumn, ...]
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class ReportTargets:
-    """A grid's ``targets:`` section: what the report judges the rows against (nothing by default)."""
-
-    parity: ParityTarget | None = None
-    goals: tuple[GoalTable, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,8 +141,6 @@ class LeaderboardGrid:
     def config_path(self, model: ModelEntry, dataset: str) -> Path:
         """The model's run config for ``dataset``: relative paths from the project root, falling back
         to the shipped ``configs/`` (so a grid kept outside the project can use the default template)."""
-        from damcha_ts.schema import SHIPPED_ROOT
-
         relative = model.config.format(model=model.name, dataset=dataset, dataset_lower=dataset.lower())
         path = Path(relative)
         if path.is_absolute():
@@ -249,17 +202,17 @@ def load_grid(path: str | Path) -> LeaderboardGrid:
         name=safe_name(raw["name"], f"{path}: name"),
         path=path,
         project_root=_project_root(path),
-        horizons=_int_list(raw["horizons"], f"{path}: horizons", minimum=1),
-        seeds=_int_list(raw.get("seeds", [2021]), f"{path}: seeds"),
+        horizons=int_list(raw["horizons"], f"{path}: horizons", minimum=1),
+        seeds=int_list(raw.get("seeds", [2021]), f"{path}: seeds"),
         naive=_parse_naive(raw.get("naive"), path),
-        overrides=_str_list(raw.get("overrides"), f"{path}: overrides"),
+        overrides=str_list(raw.get("overrides"), f"{path}: overrides"),
         models=models,
         datasets=datasets,
         dataset_seeds=dataset_seeds,
-        trainer=_mapping(raw.get("trainer"), f"{path}: trainer"),
+        trainer=optional_mapping(raw.get("trainer"), f"{path}: trainer"),
         description=str(raw.get("description", "")),
         compare_with=_parse_compare_with(raw.get("compare_with"), path),
-        targets=_parse_targets(raw.get("targets"), path),
+        targets=parse_targets(raw.get("targets"), path),
     )
 
 
@@ -319,8 +272,8 @@ def _parse_models(raw_models, path: Path) -> tuple[ModelEntry, ...]:
                 name=base,
                 label=safe_name(entry.get("label", entry["name"]), f"{where}.label"),
                 config=_check_template(str(entry.get("config", DEFAULT_MODEL_CONFIG)), f"{where}.config"),
-                overrides=(*presets, *_str_list(entry.get("overrides"), f"{where}.overrides")),
-                seeds=_int_list(entry["seeds"], f"{where}.seeds") if "seeds" in entry else None,
+                overrides=(*presets, *str_list(entry.get("overrides"), f"{where}.overrides")),
+                seeds=int_list(entry["seeds"], f"{where}.seeds") if "seeds" in entry else None,
             )
         )
     labels = [m.label for m in models]
@@ -343,23 +296,23 @@ def _parse_datasets(raw_datasets, labels: list[str], path: Path) -> tuple[tuple[
     dataset_seeds: dict[str, dict[str, tuple[int, ...]]] = {}
     for given, options in raw_datasets.items():
         where = f"{path}: datasets.{given}"
-        name = _canonical_dataset(str(given), where)
+        name = canonical_dataset(str(given), where)
         if name in datasets:
             raise ConfigError(f"{where}: {name} is listed twice")
-        options = _mapping(options, where)
+        options = optional_mapping(options, where)
         reject_unknown_keys(options, DATASET_KEYS, f"datasets.{given}", source=str(path))
         seeds = {}
-        for label, seed_list in _mapping(options.get("seeds"), f"{where}.seeds (per model label)").items():
+        for label, seed_list in optional_mapping(options.get("seeds"), f"{where}.seeds (per model label)").items():
             if label not in labels:
                 raise ConfigError(f"{where}.seeds: {label!r} is not a model label of this grid ({labels})")
-            seeds[label] = _int_list(seed_list, f"{where}.seeds.{label}")
+            seeds[label] = int_list(seed_list, f"{where}.seeds.{label}")
         datasets.append(name)
         dataset_seeds[name] = seeds
     return tuple(datasets), dataset_seeds
 
 
 def _parse_naive(value, path: Path) -> tuple[str, ...]:
-    naive = _str_list(value, f"{path}: naive")
+    naive = str_list(value, f"{path}: naive")
     for method in naive:
         if method not in NAIVE_METHODS:
             raise ConfigError(f"{path}: naive method {method!r} is not one of {list(NAIVE_METHODS)}")
@@ -367,139 +320,10 @@ def _parse_naive(value, path: Path) -> tuple[str, ...]:
 
 
 def _parse_compare_with(value, path: Path) -> tuple[str, ...]:
-    compare_with = _str_list(value, f"{path}: compare_with")
+    compare_with = str_list(value, f"{path}: compare_with")
     for label in compare_with:
-        _row_name(label, f"{path}: compare_with")
+        row_name(label, f"{path}: compare_with")
     return compare_with
-
-
-# ---------------------------------------------------------------------------- targets:
-def _parse_targets(value, path: Path) -> ReportTargets:
-    """The optional ``targets:`` section (module docstring): nothing in it reaches a run config."""
-    if value is None:
-        return ReportTargets()
-    targets = _section(value, TARGET_KEYS, (), "targets", path)
-    goals = targets.get("goals", [])
-    if not isinstance(goals, list):
-        raise ConfigError(f"{path}: targets.goals: expected a list of goal tables, got {goals!r}")
-    return ReportTargets(
-        parity=_parse_parity(targets["parity"], path) if "parity" in targets else None,
-        goals=tuple(_parse_goal(goal, f"targets.goals[{index}]", path) for index, goal in enumerate(goals)),
-    )
-
-
-def _parse_parity(value, path: Path) -> ParityTarget:
-    where = "targets.parity"
-    entry = _section(value, PARITY_KEYS, ("title", "model", "published", "tolerance"), where, path)
-    return ParityTarget(
-        title=_text(entry["title"], f"{path}: {where}.title"),
-        model=_row_name(entry["model"], f"{path}: {where}.model"),
-        published=_published_model(entry["published"], f"{path}: {where}.published"),
-        tolerance=_positive_number(entry["tolerance"], f"{path}: {where}.tolerance"),
-        datasets=_dataset_list(entry.get("datasets", []), f"{path}: {where}.datasets", allow_empty=True),
-    )
-
-
-def _parse_goal(value, where: str, path: Path) -> GoalTable:
-    entry = _section(value, GOAL_KEYS, ("title", "baseline", "published", "columns"), where, path)
-    mha_rows = [spec.mha_and_damcha[0] for spec in FAMILIES.values()]
-    if entry["baseline"] not in mha_rows:
-        raise ConfigError(f"{path}: {where}.baseline: {entry['baseline']!r} is not one of {mha_rows} "
-                          "(the MHA row each DAMCHA row of its architecture is judged against)")
-    columns = entry["columns"]
-    if not isinstance(columns, list) or not columns:
-        raise ConfigError(f"{path}: {where}.columns: expected a non-empty list of columns, got {columns!r}")
-    return GoalTable(
-        title=_text(entry["title"], f"{path}: {where}.title"),
-        baseline=entry["baseline"],
-        published=_published_model(entry["published"], f"{path}: {where}.published"),
-        columns=tuple(_parse_goal_column(column, f"{where}.columns[{k}]", path) for k, column in enumerate(columns)),
-        note=_text(entry.get("note", ""), f"{path}: {where}.note", allow_empty=True),
-    )
-
-
-def _parse_goal_column(value, where: str, path: Path) -> GoalColumn:
-    entry = _section(value, GOAL_COLUMN_KEYS, ("header", "against", "datasets"), where, path)
-    if entry["against"] not in GOAL_AGAINST:
-        raise ConfigError(f"{path}: {where}.against: {entry['against']!r} is not one of {list(GOAL_AGAINST)}")
-    datasets = _dataset_list(entry["datasets"], f"{path}: {where}.datasets")
-    at_least = entry.get("at_least")
-    if at_least is not None and (not isinstance(at_least, int) or isinstance(at_least, bool)
-                                 or not 1 <= at_least <= len(datasets)):
-        raise ConfigError(f"{path}: {where}.at_least: expected an integer from 1 to {len(datasets)} "
-                          f"(the column's number of datasets), got {at_least!r}")
-    return GoalColumn(_text(entry["header"], f"{path}: {where}.header"), entry["against"], datasets, at_least)
-
-
-def _section(value, keys: tuple[str, ...], required: tuple[str, ...], where: str, path: Path) -> dict:
-    """A mapping of the ``targets:`` section with only ``keys``, among them every ``required`` one."""
-    if not isinstance(value, dict):
-        raise ConfigError(f"{path}: {where}: expected a mapping, got {value!r}")
-    reject_unknown_keys(value, keys, where, source=str(path))
-    for key in required:
-        if key not in value:
-            raise ConfigError(f"{path}: {where}: missing required key {key!r}")
-    return value
-
-
-# ---------------------------------------------------------------------------- values
-def _int_list(value, where: str, minimum: int = 0) -> tuple[int, ...]:
-    """A non-empty list of distinct integers ≥ ``minimum`` (YAML's true/false are not integers)."""
-    if (not isinstance(value, (list, tuple)) or not value
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)):
-        raise ConfigError(f"{where}: expected a non-empty list of integers ≥ {minimum}, got {value!r}")
-    if len(set(value)) != len(value):
-        raise ConfigError(f"{where}: {value!r} lists a value twice")
-    return tuple(value)
-
-
-def _str_list(value, where: str) -> tuple[str, ...]:
-    """A list of strings; a bare string is an error (it would otherwise be read letter by letter)."""
-    if value is None:
-        return ()
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
-    return tuple(value)
-
-
-def _text(value, where: str, allow_empty: bool = False) -> str:
-    if not isinstance(value, str) or not (value.strip() or allow_empty):
-        raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
-    return value
-
-
-def _positive_number(value, where: str) -> float:
-    value = yaml_number(value)  # YAML 1.1 reads 1e-2 as a string
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{where}: expected a positive number, got {value!r}")
-    return value
-
-
-def _dataset_list(value, where: str, allow_empty: bool = False) -> tuple[str, ...]:
-    """Distinct dataset names of the data registry, canonicalised."""
-    names = _str_list(value, where)
-    if not names and not allow_empty:
-        raise ConfigError(f"{where}: expected a non-empty list of dataset names, got {value!r}")
-    canonical = tuple(_canonical_dataset(name, where) for name in names)
-    if len(set(canonical)) != len(canonical):
-        raise ConfigError(f"{where}: {list(names)!r} lists a dataset twice")
-    return canonical
-
-
-def _row_name(value, where: str) -> str:
-    """A row some grid produces by default: a model name or a naive method."""
-    if value not in (*MODEL_NAMES, *VARIANT_NAMES, *NAIVE_METHODS):
-        raise ConfigError(f"{where} {value!r} is not one of {[*MODEL_NAMES, *VARIANT_NAMES, *NAIVE_METHODS]}")
-    return value
-
-
-def _published_model(value, where: str) -> str:
-    from damcha_ts.leaderboard.published import load_published
-
-    models = load_published().models
-    if value not in models:
-        raise ConfigError(f"{where}: {value!r} is not a published model ({', '.join(models)})")
-    return value
 
 
 def _check_template(template: str, where: str) -> str:
@@ -509,20 +333,3 @@ def _check_template(template: str, where: str) -> str:
         raise ConfigError(f"{where}: {template!r} may only use {{model}}, {{dataset}} and {{dataset_lower}} "
                           f"({type(exc).__name__}: {exc})") from exc
     return template
-
-
-def _mapping(value, where: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-    return dict(value)
-
-
-def _canonical_dataset(name: str, where: str) -> str:
-    from damcha_ts.data import get_spec
-
-    try:
-        return get_spec(name).name
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from exc

@@ -18,8 +18,12 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import yaml
+
+from damcha_ts.errors import ConfigError
+from damcha_ts.files import write_atomically
 from damcha_ts.leaderboard.figures import ablation_curves, render_plots
-from damcha_ts.leaderboard.grid import ReportTargets, combined_targets
+from damcha_ts.leaderboard.grid import combined_targets, load_grid
 from damcha_ts.leaderboard.published import PublishedResults, load_published
 from damcha_ts.leaderboard.render import (
     block,
@@ -30,6 +34,7 @@ from damcha_ts.leaderboard.render import (
     problem_blocks,
     source_lines,
 )
+from damcha_ts.leaderboard.results import read_results
 from damcha_ts.leaderboard.tables import (
     MAIN_MODELS,
     METRICS,
@@ -55,6 +60,8 @@ from damcha_ts.leaderboard.tables import (
     table_horizons,
     training_table,
 )
+from damcha_ts.leaderboard.targets import ReportTargets
+from damcha_ts.schema import SHIPPED_ROOT
 
 __all__ = [
     "FINDINGS_NAME", "MAIN_MODELS", "METRICS", "PROTOCOL_HORIZONS",
@@ -182,9 +189,6 @@ def write_report(
     """Regenerate the report (and its plots in ``<report folder>/plots``) from the results CSV, plus
     the hand-written ``FINDINGS.md`` next to the CSV when there is one. ``targets`` default to those
     of the grids the report covers (``report_targets``)."""
-    from damcha_ts.files import write_atomically
-    from damcha_ts.leaderboard.results import read_results
-
     results_path, report_path = Path(results_path), Path(report_path)
     rows = read_results(results_path)
     made = render_plots(rows, results_path, report_path.parent / "plots", expected)
@@ -204,9 +208,6 @@ def report_targets(results_path: str | Path, rows: Sequence[Mapping] = ()) -> Re
     lists and those the rows' ``grid`` column names. Their paths are from the project root: the first
     folder above the CSV that holds them, else the root of the shipped configs; a grid found in
     neither is left out (``damcha-ts leaderboard`` says so)."""
-    from damcha_ts.leaderboard.grid import load_grid
-    from damcha_ts.schema import SHIPPED_ROOT
-
     results_path = Path(results_path).resolve()
     roots = [*results_path.parents, SHIPPED_ROOT.parent]
     names = dict.fromkeys([*read_report_grids(results_path), *(row["grid"] for row in rows if row.get("grid"))])
@@ -220,10 +221,6 @@ def report_targets(results_path: str | Path, rows: Sequence[Mapping] = ()) -> Re
 
 def read_report_grids(results_path: str | Path) -> list[str]:
     """The grid files the report beside ``results_path`` covers (``report_grids.yaml``; none if absent)."""
-    import yaml
-
-    from damcha_ts.errors import ConfigError
-
     path = Path(results_path).parent / REPORT_GRIDS_NAME
     if not path.is_file():
         return []
@@ -239,10 +236,6 @@ def read_report_grids(results_path: str | Path) -> list[str]:
 
 def record_report_grids(results_path: str | Path, names: Sequence[str]) -> bool:
     """Add ``names`` to ``report_grids.yaml`` (written atomically, and only when the list grows)."""
-    import yaml
-
-    from damcha_ts.files import write_atomically
-
     known = read_report_grids(results_path)
     grids = [*known, *(name for name in dict.fromkeys(names) if name not in known)]
     if grids == known:

@@ -24,7 +24,7 @@ from damcha_ts.data.registry import DATASETS
 from damcha_ts.models.registry import FAMILIES, MODEL_NAMES
 
 if TYPE_CHECKING:
-    from damcha_ts.leaderboard.grid import GoalColumn, GoalTable, ParityTarget
+    from damcha_ts.leaderboard.targets import GoalColumn, GoalTable, ParityTarget
     from damcha_ts.leaderboard.published import PublishedResults
 
 # Column order of our models: the registry's, then the naive baselines; any other label in the CSV

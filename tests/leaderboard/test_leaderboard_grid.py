@@ -181,7 +181,7 @@ TARGETS = """targets:
 
 
 def test_targets_are_read_into_the_grid_and_feed_no_cell(tmp_path):
-    from damcha_ts.leaderboard.grid import GoalColumn, ReportTargets
+    from damcha_ts.leaderboard.targets import GoalColumn, ReportTargets
 
     plain, with_targets = tmp_path / "plain.yaml", tmp_path / "targets.yaml"
     plain.write_text(GOOD)
@@ -248,7 +248,8 @@ def test_a_bad_targets_section_is_refused_with_the_file_and_key_named(tmp_path, 
 
 def test_grids_of_one_report_share_their_targets(tmp_path):
     from damcha_ts.errors import ConfigError
-    from damcha_ts.leaderboard.grid import ReportTargets, combined_targets
+    from damcha_ts.leaderboard.grid import combined_targets
+    from damcha_ts.leaderboard.targets import ReportTargets
 
     one, same, goals, other = (tmp_path / f"{name}.yaml" for name in ("one", "same", "goals", "other"))
     one.write_text(GOOD + TARGETS)

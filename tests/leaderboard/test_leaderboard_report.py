@@ -404,7 +404,7 @@ def test_training_runs_table_shows_when_each_model_peaked():
 def test_targets_come_from_the_grid_file_and_nothing_is_judged_without_them(scenario):
     """The tolerance, the datasets, the wording and the count a goal needs are the grid file's: the
     report judges what ``targets`` says and nothing when there are none."""
-    from damcha_ts.leaderboard.grid import GoalColumn
+    from damcha_ts.leaderboard.targets import GoalColumn
 
     rows, expected, _ = scenario
     bare = _section(build_report(rows, results_name="leaderboard.csv", expected=expected), "Summary")
