@@ -23,7 +23,9 @@ over the windows). The section is optional: directories saved before it load as 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import io
 import json
 import math
 import re
@@ -34,10 +36,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from damcha_ts.errors import ChecksumError, ConfigError, DamchaError, DataError, DatasetNotFoundError
+from damcha_ts.data.protocol import scored_slice
 from damcha_ts.files import write_atomically
+from damcha_ts.models.quantiles import QuantileForecastModel, validate_quantiles
 from damcha_ts.training.config import plain_values
 
 FORMAT = "damcha_ts.forecaster"
@@ -209,10 +214,6 @@ def save_model_dir(
     ``{"split", "windows", "pairs", "scores"}`` (``Calibration.to_saved()`` of
     ``damcha_ts.forecasting.intervals``), or None for a model without one.
     """
-    import dataclasses
-
-    import io
-
     model = _point_model(model, training)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -223,20 +224,7 @@ def save_model_dir(
     buffer = io.BytesIO()
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, buffer)
     write_atomically(weights, buffer.getvalue())
-    if isinstance(history_values, Mapping):  # many entities: {entity: (values [L, K], timestamps [L])}
-        histories = [history_values[e] for e in meta.entities]
-        history_values = np.stack([values for values, _ in histories])  # [E, L, K]
-        history_timestamps = histories[0][1]  # its zone; the rows come from every entity
-        stamps = np.stack([pd_index_ns(stamps) for _, stamps in histories])  # [E, L]
-    elif history_values is not None:
-        stamps = pd_index_ns(history_timestamps)
-    if history_values is not None:
-        buffer = io.BytesIO()
-        np.savez(buffer, values=np.asarray(history_values, dtype=np.float64), timestamps=stamps,
-                 tz=np.array(str(getattr(history_timestamps, "tz", None) or "")))  # UTC ns + the zone to show them in
-        write_atomically(directory / HISTORY_FILE, buffer.getvalue())
-    else:
-        (directory / HISTORY_FILE).unlink(missing_ok=True)  # not an earlier save's history
+    history_digest = _write_history(directory, meta, history_values, history_timestamps)
     if calibration is not None:
         section = _write_calibration(directory, calibration, meta, training.get("quantiles"))
     else:
@@ -248,16 +236,43 @@ def save_model_dir(
         "training": dict(training),
         "data": dataclasses.asdict(meta),
         "weights_sha256": _sha256(weights),
-        HISTORY_DIGEST: _sha256(directory / HISTORY_FILE) if history_values is not None else None,
+        HISTORY_DIGEST: history_digest,
         "metrics": dict(metrics or {}),
     }
     if calibration is not None:
         document[CALIBRATION] = section
-    # As load will read it back (tuples as lists, NumPy floats as floats), so that the digest matches.
-    document = json.loads(json.dumps(document))
-    document[CONTENT_DIGEST] = content_digest(document)
-    write_atomically(directory / META_FILE, json.dumps(document, indent=2) + "\n")
+    _seal(directory, document)
     return directory
+
+
+def _write_history(directory: Path, meta: SeriesMeta, history_values, history_timestamps) -> str | None:
+    """Write history.npz (as :func:`save_model_dir` takes it) and return its sha256; without a
+    history, remove an earlier save's and return None."""
+    if isinstance(history_values, Mapping):  # many entities: {entity: (values [L, K], timestamps [L])}
+        histories = [history_values[e] for e in meta.entities]
+        history_values = np.stack([values for values, _ in histories])  # [E, L, K]
+        history_timestamps = histories[0][1]  # its zone; the rows come from every entity
+        stamps = np.stack([pd_index_ns(stamps) for _, stamps in histories])  # [E, L]
+    elif history_values is not None:
+        stamps = pd_index_ns(history_timestamps)
+    path = directory / HISTORY_FILE
+    if history_values is None:
+        path.unlink(missing_ok=True)  # not an earlier save's history
+        return None
+    buffer = io.BytesIO()
+    np.savez(buffer, values=np.asarray(history_values, dtype=np.float64), timestamps=stamps,
+             tz=np.array(str(getattr(history_timestamps, "tz", None) or "")))  # UTC ns + the zone to show them in
+    write_atomically(path, buffer.getvalue())
+    return _sha256(path)
+
+
+def _seal(directory: Path, document: Mapping[str, Any]) -> None:
+    """Write ``document`` as forecaster.json, from version 2 on with the digest of its content, taken
+    over the document as load reads it back (tuples as lists, NumPy floats as floats)."""
+    document = json.loads(json.dumps(document))
+    if document["format_version"] >= 2:
+        document[CONTENT_DIGEST] = content_digest(document)
+    write_atomically(directory / META_FILE, json.dumps(document, indent=2) + "\n")
 
 
 def _point_model(model: torch.nn.Module, training: Mapping[str, Any]) -> torch.nn.Module:
@@ -292,15 +307,11 @@ def model_directory(path: str | Path) -> Path:
 
 def pd_index_ns(index) -> np.ndarray:
     """Timestamps as int64 nanoseconds (storable without pickle)."""
-    import pandas as pd
-
     return pd.DatetimeIndex(index).asi8.astype(np.int64)
 
 
 def model_config_dict(model: torch.nn.Module) -> dict:
     """``asdict(model.config) | {"name": ...}``: what build_model needs to rebuild ``model``."""
-    import dataclasses
-
     config = dataclasses.asdict(model.config)
     name = getattr(model, "name", None) or config.get("name")
     if name is None:
@@ -342,8 +353,8 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
     meta = _check_document(document, meta_path)
     model, quantiles = _build_saved_model(document, meta, meta_path)
     if document["format_version"] >= 2:
-        _check_digest(meta_path, content_digest(document), CONTENT_DIGEST, document)
-    _check_digest(weights, _sha256(weights), "weights_sha256", document)
+        _check_digest(meta_path, content_digest(document), document[CONTENT_DIGEST], CONTENT_DIGEST)
+    _check_digest(weights, _sha256(weights), document["weights_sha256"], "weights_sha256")
     try:
         state = torch.load(weights, map_location=map_location, weights_only=True)
     except Exception as exc:  # any unpickling failure means an unusable file
@@ -370,8 +381,6 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
 
 def _quantile_model(model: torch.nn.Module, quantiles, meta: SeriesMeta, directory: Path) -> torch.nn.Module:
     """The saved point model (pred_len H·Q) wrapped again as the quantile model it was trained as."""
-    from damcha_ts.models.quantiles import QuantileForecastModel, validate_quantiles
-
     wrapped = QuantileForecastModel(model, validate_quantiles(quantiles, argument="training.quantiles"))
     if wrapped.horizon != meta.pred_len:
         raise ConfigError(
@@ -389,9 +398,8 @@ def _read_document(path: Path) -> dict:
         raise ConfigError(f"{path}: not UTF-8 text ({exc}); it is not a {META_FILE} that damcha_ts wrote") from exc
 
 
-def _check_digest(path: Path, actual: str, field_name: str, document: Mapping) -> None:
+def _check_digest(path: Path, actual: str, recorded: str, field_name: str) -> None:
     """A ChecksumError naming both digests unless ``actual`` is the one recorded as ``field_name``."""
-    recorded = document[field_name]
     what = "the sha256 of its content" if field_name == CONTENT_DIGEST else "sha256"
     if actual != recorded:
         raise ChecksumError(
@@ -606,7 +614,7 @@ def _load_history(path: Path, document: Mapping, meta: SeriesMeta):
     else:
         history = _check_history(path, meta, values, stamps, zone)
     if recorded is not None:
-        _check_digest(path, _sha256(path), HISTORY_DIGEST, document)
+        _check_digest(path, _sha256(path), recorded, HISTORY_DIGEST)
     elif document["format_version"] >= 2:
         raise ChecksumError(
             f"{path}: {META_FILE} records {HISTORY_DIGEST}=null (the model was saved without history); "
@@ -617,8 +625,6 @@ def _load_history(path: Path, document: Mapping, meta: SeriesMeta):
 
 def _check_history(path: Path, meta: SeriesMeta, values: np.ndarray, stamps: np.ndarray, zone):
     """(values [seq_len, K], timestamps) of one stored history, checked."""
-    import pandas as pd
-
     columns = len(meta.history_columns)
     if (not np.issubdtype(values.dtype, np.floating) or not np.issubdtype(stamps.dtype, np.integer)
             or not np.issubdtype(zone.dtype, np.str_) or zone.shape != ()):
@@ -656,16 +662,12 @@ def add_calibration(directory: str | Path, calibration: Mapping[str, Any]) -> Pa
     document = _read_document(directory / META_FILE)
     document[CALIBRATION] = _write_calibration(directory, calibration, loaded.meta,
                                                getattr(loaded.model, "quantiles", None))
-    if CONTENT_DIGEST in document:
-        document[CONTENT_DIGEST] = content_digest(document)
-    write_atomically(directory / META_FILE, json.dumps(document, indent=2) + "\n")
+    _seal(directory, document)
     return directory
 
 
 def _write_calibration(directory: Path, calibration: Mapping[str, Any], meta: SeriesMeta, quantiles) -> dict:
     """Write ``calibration.npz``; returns the validated ``calibration`` section with its sha256."""
-    import io
-
     where = Path("save_model_dir(calibration=...)")
     if not isinstance(calibration, Mapping) or set(calibration) != {"split", "windows", "pairs", "scores"}:
         keys = sorted(calibration) if isinstance(calibration, Mapping) else type(calibration).__name__
@@ -719,8 +721,6 @@ def _check_calibration_section(section: Any, path: Path, quantiles) -> dict:
 def _check_calibration_scores(scores: np.ndarray, path: Path, section: Mapping, meta: SeriesMeta) -> None:
     """Scores [1 + pairs, windows, pred_len, forecast columns]: finite floats, sorted over the
     windows, absolute residuals (index 0) >= 0."""
-    from damcha_ts.data.protocol import scored_slice
-
     outputs = len(meta.columns[scored_slice(meta.features)])
     expected = (1 + len(section["pairs"]), section["windows"], meta.pred_len, outputs)
     if not np.issubdtype(scores.dtype, np.floating):
@@ -749,12 +749,7 @@ def _load_calibration(path: Path, document: Mapping, meta: SeriesMeta, quantiles
         raise DatasetNotFoundError(f"{path} is missing; {META_FILE} records its sha256 {section['sha256']}")
     scores = _read_archive(path, CALIBRATION_FILE, ("scores",), ())["scores"]
     _check_calibration_scores(scores, path, section, meta)
-    actual = _sha256(path)
-    if actual != section["sha256"]:
-        raise ChecksumError(
-            f"{path}: sha256 {actual} differs from {section['sha256']} recorded as {CALIBRATION}.sha256 in "
-            f"{META_FILE}; the file was modified or replaced after saving"
-        )
+    _check_digest(path, _sha256(path), section["sha256"], f"{CALIBRATION}.sha256")
     return {"split": section["split"], "windows": section["windows"], "pairs": section["pairs"], "scores": scores}
 
 
