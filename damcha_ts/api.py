@@ -342,12 +342,12 @@ def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[s
     forecaster.model_config = with_covariate_counts(forecaster.model_config, series)  # as fit_series built it
     input_options["input_columns"] = input_columns(data, options, series)
     forecaster.data_config = _data_settings(data, options)
-    forecaster.meta_ = SeriesMeta.from_series(
+    forecaster.meta_ = SeriesMeta.from_panel(
         series, data_config=forecaster.data_config, input_kind=kind, input_options=plain_values(input_options)
     )
     forecaster.meta_.nonnegative = forecaster.nonnegative
     forecaster._series = series
-    forecaster._history = series.latest  # the source's last rows (of each entity, for many)
+    forecaster._history = series.history  # the source's last rows (of each entity, for many)
     forecaster.fit_result_ = facts
     forecaster.fit_result_.update(_size_report(forecaster, windows))
     forecaster.calibration_ = calibration
@@ -561,8 +561,6 @@ def _fit_model(forecaster: Forecaster, series, *, refit: bool = False, calibrate
     train + validation rows for the best epoch count (see ``Forecaster.fit``). ``calibrated``:
     with the calibration of ``level=`` intervals on the validation windows, by the model trained
     without them (with ``refit``, the first pass: the kept model trained on them)."""
-    from damcha_ts.data.protocol import train_on_train_and_val
-
     if not isinstance(refit, (bool, np.bool_)):
         raise ConfigError(f"fit(refit=...) must be True or False, got {plain_repr(refit)}")
     result = _train(forecaster, series)
@@ -571,7 +569,7 @@ def _fit_model(forecaster: Forecaster, series, *, refit: bool = False, calibrate
     calibration = _validation_calibration(forecaster, series, result.module.model) if calibrated else None
     if refit:
         epochs = result.best_epoch + 1
-        series = train_on_train_and_val(series)
+        series = series.train_on_train_and_val()
         result = _train(forecaster, series, max_epochs=epochs, validate=False)
         facts.update(refit=True, refit_epochs=epochs,
                      refit_seconds_per_epoch=result.timing.get("seconds_per_epoch"))
@@ -589,7 +587,7 @@ def _validation_calibration(forecaster: Forecaster, series, model):
 
     if series.window_count("val") < 1:
         return None
-    meta = SeriesMeta.from_series(series)
+    meta = SeriesMeta.from_panel(series)
     meta.nonnegative = forecaster.nonnegative  # its forecasts are clipped as the kept model's
     predictor = Predictor(model.cpu().eval(), meta, forecaster.quantiles)
     return calibrate(predictor, series, "val", batch_size=forecaster.training.batch_size)
@@ -618,8 +616,8 @@ def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd
                      freq=meta.freq, test_size=0, **options)
     series, result, facts, calibration = _fit_model(forecaster, series, calibrated=calibrated,
                                                     refit=bool(forecaster.fit_result_.get("refit", False)))
-    window_meta = SeriesMeta.from_series(series, data_config=meta.data_config, input_kind=meta.input_kind,
-                                         input_options=meta.input_options)
+    window_meta = SeriesMeta.from_panel(series, data_config=meta.data_config, input_kind=meta.input_kind,
+                                        input_options=meta.input_options)
     window_meta.nonnegative = meta.nonnegative  # its forecasts are clipped as the fitted model's
     predictor = Predictor(result.module.model.cpu().eval(), window_meta, forecaster.quantiles, calibration=calibration)
     return predictor, facts
@@ -721,9 +719,9 @@ def _backtest_rows(forecaster: Forecaster, data: Any, data_options: Mapping[str,
     """(raw values [T, K] of ``meta.history_columns``: model columns, then covariates; timestamps [T];
     the input's layout options) of ``data``, or of the training series without data."""
     if data is None:
-        series = forecaster._series
-        if series is None:
+        if forecaster._series is None:
             raise ConfigError("backtest() needs data: this model was loaded without its training series")
+        series = forecaster._series.series[0]  # a model of one series
         return series.history_rows(), series.timestamps, forecaster.meta_.input_options
     _, input_options, frame = load_history(forecaster.meta_, data, data_options)
     return frame[forecaster.meta_.history_columns].to_numpy(dtype=np.float64), frame.index, input_options

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from damcha_ts.data.panel import Panel
 from damcha_ts.data.protocol import SeriesData, scored_slice
 from damcha_ts.errors import ConfigError
 
@@ -29,20 +30,19 @@ def naive_forecast(method: str, x, pred_len: int):
     return level.expand(-1, pred_len, -1).contiguous()
 
 
-def evaluate_naive(data: SeriesData, method: str, split: str = "test") -> dict:
+def evaluate_naive(data: Panel, method: str, split: str = "test") -> dict:
     """MSE/MAE of a naive forecast over every window of ``split``.
 
     Returns ``{"mse", "mae"}`` on the train-fitted z-scale (the benchmark metric),
     ``{"mse_raw", "mae_raw"}`` on the original scale, and ``"windows"``. In ``MS`` mode only the
-    target (last column) is scored, as TSLib does. Many entities: every window of every entity,
+    target (last column) is scored, as TSLib does. Every window of every entity of the panel,
     each in its own scale, counts once.
     """
     _check_method(method)
-    parts = data.series if hasattr(data, "entities") else [data]
     result: dict = {"method": method, "split": split, "windows": data.window_count(split)}
     for suffix, scaled in (("", True), ("_raw", False)):
         squared = absolute = count = 0.0
-        for part in parts:
+        for part in data.series:
             sums = _naive_errors(part, method, split, scaled)
             squared, absolute, count = squared + sums[0], absolute + sums[1], count + sums[2]
         result["mse" + suffix] = squared / count

@@ -133,7 +133,7 @@ def test_nonnegative_clips_forecasts_quantiles_and_intervals_and_is_saved(daily_
     from damcha_ts.forecasting.intervals import interval, split_forecasts
 
     predictor, widths, covered = model.predictor, [], []
-    for point, quantile_values, truth in split_forecasts(predictor, model._series, "test"):
+    for point, quantile_values, truth in split_forecasts(predictor, model._series.series[0], "test"):
         lo, hi = interval(point, predictor.calibration, 80, quantile_values=quantile_values, quantiles=predictor.quantiles)
         lo, hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
         widths.append((hi - lo).ravel())

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from damcha_ts import Forecaster
-from damcha_ts.data import prepare
+from damcha_ts.data import prepare, prepare_series
 from damcha_ts.errors import ConfigError, DataError
 
 L, H = 24, 12
@@ -62,7 +62,7 @@ def test_each_entity_is_prepared_on_its_own_and_training_sees_all_their_windows(
     assert entities.entities == ["a", "b", "c"]
     for store, one in zip(entities.entities, entities.series):
         rows = table[table.store == store].drop(columns=["store", "size"])
-        alone = prepare(rows, seq_len=L, pred_len=H, future_covariates=["promo"], time_features_freq=None)
+        alone = prepare_series(rows, seq_len=L, pred_len=H, future_covariates=["promo"], time_features_freq=None)
         assert one.borders == alone.borders  # its own 70/10/20 split by time
         np.testing.assert_array_equal(one.values, alone.values)
         np.testing.assert_allclose(one.scaler.mean_, alone.scaler.mean_)  # its own train-row scaler

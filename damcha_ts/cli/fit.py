@@ -159,9 +159,9 @@ def write_forecast_plot(out_dir: Path, series) -> Path:
     from damcha_ts.api import Forecaster
 
     forecaster = Forecaster.load(out_dir)
-    entity = None
-    if hasattr(series, "entities"):  # many entities: the first one's last test window
-        entity, series = series.entities[0], series.entity(series.entities[0])
+    # The first entity's last test window; named by the entity column when the panel has one.
+    entity = None if series.entity_col is None else series.entities[0]
+    series = series.series[0]
     L, H = series.seq_len, series.pred_len
     end = series.borders["test"][1]
     frame = pd.DataFrame(series.history_rows(), index=series.timestamps, columns=series.history_columns)

@@ -5,7 +5,7 @@ for the loaders, torch / Lightning for ``WindowDataset`` and ``ForecastDataModul
 so that the typed options (``damcha_ts.data.options``) are read with configs at no cost.
 
     >>> from damcha_ts.data import prepare
-    >>> data = prepare("ETTh1", seq_len=96, pred_len=96)        # doctest: +SKIP
+    >>> data = prepare("ETTh1", seq_len=96, pred_len=96)        # a Panel of one  # doctest: +SKIP
     >>> data.window_count("test")                               # doctest: +SKIP
     2785
 """
@@ -19,6 +19,7 @@ __all__ = [
     "DataWarning",
     "DatasetSpec",
     "ForecastDataModule",
+    "Panel",
     "SeriesData",
     "StandardScaler",
     "WindowDataset",
@@ -32,6 +33,7 @@ __all__ = [
     "load_frame",
     "locate_dataset",
     "prepare",
+    "prepare_series",
     "split_borders",
     "time_features",
     "verify_file",
@@ -39,8 +41,9 @@ __all__ = [
 
 _LAZY = {
     **dict.fromkeys(("frame_info", "load_frame"), "damcha_ts.data.frames"),
-    **dict.fromkeys(("SeriesData", "StandardScaler", "describe", "prepare", "split_borders", "time_features"),
+    **dict.fromkeys(("SeriesData", "StandardScaler", "prepare_series", "split_borders", "time_features"),
                     "damcha_ts.data.protocol"),
+    **dict.fromkeys(("Panel", "describe", "prepare"), "damcha_ts.data.panel"),
     **dict.fromkeys(("DATASETS", "DatasetSpec", "DataWarning", "get_spec"), "damcha_ts.data.registry"),
     **dict.fromkeys(("cache_dir", "checksum_status", "download_dataset", "file_sha256", "locate_dataset", "verify_file"),
                     "damcha_ts.data.storage"),

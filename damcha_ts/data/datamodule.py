@@ -6,7 +6,7 @@ import lightning as L
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
-from damcha_ts.data.protocol import SeriesData
+from damcha_ts.data.panel import Panel
 from damcha_ts.data.windows import keep_batch
 
 
@@ -25,7 +25,7 @@ class ForecastDataModule(L.LightningDataModule):
 
     def __init__(
         self,
-        data: SeriesData,
+        data: Panel,
         batch_size: int = 32,
         num_workers: int = 0,
         seed: int | None = None,
@@ -35,7 +35,7 @@ class ForecastDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.seed = seed
-        # data.windows: a series' WindowDataset, or the windows of every entity (data/entities.py).
+        # data.windows: the windows of every entity of the panel (data/panel.py).
         self.datasets = {split: data.windows(split) for split in ("train", "val", "test")}
 
     def _loader(self, split: str, shuffle: bool, drop_last: bool) -> DataLoader:

@@ -1,145 +1,21 @@
-"""Many entities (stores, stations, sensor sites) with the same variates, trained as one model.
-
-A table with an entity column (``entity_col="store"``) holds one multivariate series per entity.
-:func:`prepare_entities` applies the protocol to each entity on its own, as :func:`prepare` does to
-one series: its own time index, length and start (ragged lengths are fine as long as every split
-of every entity holds a window), its own split by time and, with ``scaler="entity"`` (the
-default), its own scaler; ``scaler="global"`` fits one scaler on the train rows of all entities.
-Training draws windows from every entity (:class:`EntityWindows`).
-
-Static covariates are columns constant within each entity (a store's size, a station's altitude):
-one value per entity, z-scored over the entities, given to the model as one more token.
+"""Entity ids (stores, stations, sensor sites): a table cut into one table per entity, the ids a
+caller names checked against the known ones, their dtype on the way back, and errors that name
+the entity. The prepared entities themselves are a :class:`damcha_ts.data.panel.Panel`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from damcha_ts.data.scaling import StandardScaler
 from damcha_ts.errors import ConfigError, DamchaError, DataError
 
-if TYPE_CHECKING:
-    from damcha_ts.data.protocol import SeriesData
-
 SCALERS = ("entity", "global")
-
-
-@dataclass
-class EntitySeries:
-    """The prepared series of every entity, with the surface training reads from one series
-    (``windows``, ``window_count``, ``columns``...), so the trainer needs no second code path."""
-
-    entity_col: str
-    entities: list[str]
-    series: list[SeriesData]  # one per entity, in ``entities`` order
-    scaler: str  # "entity" or "global"
-    static_columns: list[str]
-    static_values: np.ndarray | None  # [E, S] raw, or None without static covariates
-    static_scaler: StandardScaler | None
-    id_dtype: str | None = None  # what the ids come back as (:func:`id_dtype_of`); inside they are text
-
-    # -- what every entity shares (the first one speaks for all) -----------------------------
-    def __getattr__(self, name: str):
-        if name in _SHARED:
-            return getattr(self.series[0], name)
-        raise AttributeError(name)
-
-    @property
-    def name(self) -> str:
-        return f"{self.series[0].name} ({len(self.entities)} entities)"
-
-    @property
-    def dataset(self) -> None:
-        return None  # user data: benchmarks are single series
-
-    @property
-    def total_rows(self) -> int:
-        return sum(s.total_rows for s in self.series)
-
-    @property
-    def borders(self) -> dict[str, tuple[int, int]]:
-        """Rows per split summed over the entities, as ``(0, rows)`` (for messages and reports)."""
-        return {split: (0, sum(b - a for a, b in (s.borders[split] for s in self.series)))
-                for split in ("train", "val", "test")}
-
-    def window_count(self, split: str) -> int:
-        return sum(s.window_count(split) for s in self.series)
-
-    def windows(self, split: str) -> EntityWindows:
-        return EntityWindows([s.windows(split) for s in self.series])
-
-    def covariate_counts(self) -> dict[str, int]:
-        return self.series[0].covariate_counts()
-
-    def entity(self, name: str) -> SeriesData:
-        """The prepared series of one entity."""
-        return self.series[self.entities.index(check_entities(self.entities, [name])[0])]
-
-    def map(self, transform) -> EntitySeries:
-        """Every entity's series through ``transform`` (a SeriesData -> SeriesData function); a
-        global scaler is then fitted again on the new train rows of all of them."""
-        series = [transform(s) for s in self.series]
-        return dataclasses.replace(self, series=_one_scaler(series) if self.scaler == "global" else series)
-
-    def training_extent(self) -> tuple[int, pd.Timestamp]:
-        """(train rows summed over the entities, the latest timestamp training or validation read)."""
-        extents = [s.training_extent() for s in self.series]
-        return sum(rows for rows, _ in extents), max(last for _, last in extents)
-
-    @property
-    def latest(self) -> dict[str, tuple[np.ndarray, pd.DatetimeIndex]]:
-        """Each entity's last ``seq_len`` rows (``history_columns``) and timestamps: where its forecast starts."""
-        return {e: (s.latest_values, s.latest_timestamps) for e, s in zip(self.entities, self.series)}
-
-
-# Attributes that are the same for every entity.
-_SHARED = ("columns", "freq", "features", "target", "seq_len", "pred_len", "time_features_freq", "mark_names",
-           "n_variates", "history_columns", "target_only", "source")
-
-
-class EntityWindows:
-    """The windows of one split of every entity, indexed one after the other (entity 0's first).
-
-    A batch of indices is gathered entity by entity (one indexing call each) and put back in the
-    order asked for, as ``WindowDataset.batch`` returns it."""
-
-    def __init__(self, parts: Sequence[Any]):
-        self.parts = list(parts)
-        self.offsets = np.cumsum([0, *(len(p) for p in self.parts)])
-
-    def __len__(self) -> int:
-        return int(self.offsets[-1])
-
-    def __getitem__(self, i: int):
-        if not -len(self) <= i < len(self):
-            raise IndexError(f"window {i} out of range for the {len(self)} windows of all entities")
-        i %= len(self)
-        part = int(np.searchsorted(self.offsets, i, side="right") - 1)
-        return self.parts[part][i - int(self.offsets[part])]
-
-    def batch(self, indices):
-        import torch
-
-        indices = torch.as_tensor(indices, dtype=torch.long)
-        owner = np.searchsorted(self.offsets, indices.numpy(), side="right") - 1
-        pieces, order = [], []
-        for part in np.unique(owner):
-            chosen = np.flatnonzero(owner == part)
-            pieces.append(self.parts[part].batch(indices[chosen] - int(self.offsets[part])))
-            order.append(chosen)
-        back = torch.as_tensor(np.argsort(np.concatenate(order)), dtype=torch.long)
-        return {key: torch.cat([p[key] for p in pieces])[back] for key in pieces[0]}
-
-    def __getitems__(self, indices: list[int]):
-        return self.batch(indices)
 
 
 def check_scaler(scaler: Any) -> str:
@@ -243,50 +119,3 @@ def split_entities(frame: pd.DataFrame, entity_col: str, label: str, static: Seq
             raise DataError(f"{label}: static covariate {static[j]!r} of entity {entities[i]!r} is "
                             f"{static_values[i, j]}; every entity needs a finite value")
     return entities, parts, static_values
-
-
-def prepare_entities(frame: pd.DataFrame, label: str, *, entity_col: str, scaler: str = "entity",
-                     static_covariates: Sequence[str] | None = None, **prepare_options) -> EntitySeries:
-    """Every entity of ``frame`` through :func:`damcha_ts.data.prepare` with ``prepare_options``
-    (the same protocol for all), then the scalers (see the module docstring)."""
-    from damcha_ts.data.protocol import prepare_one as prepare  # each entity is one series: never split again
-
-    check_scaler(scaler)
-    static = list(static_covariates or [])
-    entities, parts, static_values = split_entities(frame, entity_col, label, static)
-    series = []
-    for entity, part in zip(entities, parts):
-        with entity_errors(entity, label):
-            series.append(prepare(part, **prepare_options))
-    columns = series[0].history_columns
-    for entity, one in zip(entities, series):
-        if one.history_columns != columns or one.freq != series[0].freq:
-            raise DataError(f"{label}: entity {entity!r} has columns {one.history_columns} at {one.freq!r}; entity "
-                            f"{entities[0]!r} has {columns} at {series[0].freq!r} (every entity needs the same)")
-    if scaler == "global":
-        series = _one_scaler(series)
-    static_scaler = None
-    if static_values is not None:
-        static_scaler = StandardScaler.fit(static_values)  # over the entities: one value each
-        scaled = static_scaler.transform(static_values).astype(np.float32)
-        series = [dataclasses.replace(s, static_covariates=scaled[i]) for i, s in enumerate(series)]
-    return EntitySeries(entity_col, entities, series, scaler, static, static_values, static_scaler,
-                        id_dtype_of(frame[entity_col].dtype))
-
-
-def _one_scaler(series: list[SeriesData]) -> list[SeriesData]:
-    """Every entity rescaled with one scaler fitted on the train rows of all of them."""
-    train = np.concatenate([s.values[slice(*s.borders["train"])] for s in series])
-    shared = StandardScaler.fit(train)
-    result = []
-    covariate_scaler = None
-    if series[0].covariates is not None:
-        covariate_scaler = StandardScaler.fit(np.concatenate(
-            [s.covariates.values[slice(*s.borders["train"])] for s in series]))
-    for s in series:
-        covariates = s.covariates
-        if covariates is not None:
-            covariates = covariates.with_scaler(covariate_scaler)
-        result.append(dataclasses.replace(s, scaler=shared, scaled=shared.transform(s.values).astype(np.float32),
-                                          covariates=covariates))
-    return result

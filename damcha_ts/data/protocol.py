@@ -1,31 +1,27 @@
 """The long-term forecasting protocol (docs/protocol.md §1.2-1.4) applied to one series.
 
-``prepare`` turns any source into a ``SeriesData``: split borders with the lookback overlap,
-a scaler fitted on the train rows only, ``M``/``S``/``MS`` column selection and ``timeF`` marks.
-Windows and batching live in ``windows.py`` (torch); this module needs only NumPy and pandas.
+``prepare_series`` turns any source into a ``SeriesData``: split borders with the lookback overlap,
+a scaler fitted on the train rows only, ``M``/``S``/``MS`` column selection and ``timeF`` marks
+(``data/panel.prepare`` applies it to each entity of a panel). Windows and batching live in
+``windows.py`` (torch); this module needs only NumPy and pandas.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from damcha_ts.data.covariates import CovariateSeries, covariate_names, scale_covariates, take_covariates
-from damcha_ts.data.frames import Source, check_freq, frame_info, load_frame, series_name
+from damcha_ts.data.frames import Source, check_freq, frame_info, load_frame
 from damcha_ts.data.options import check_features, check_size
 from damcha_ts.data.registry import SPLIT_KINDS, get_spec
 from damcha_ts.data.scaling import StandardScaler
 from damcha_ts.errors import ConfigError, DataError, plain_repr
-
-if TYPE_CHECKING:
-    from damcha_ts.data.windows import WindowDataset
 
 SPLITS = ("train", "val", "test")
 # ETT borders count "months" of 30 days: 12 train, 4 val, 4 test (protocol.md §1.2).
@@ -74,7 +70,7 @@ class SeriesData:
     latest_timestamps: pd.DatetimeIndex | None = None
     # Past and future covariates (read, never forecast or scored), or None without.
     covariates: CovariateSeries | None = None
-    # An entity's static covariates [S] float32, z-scored over the entities (data/entities.py), or None.
+    # An entity's static covariates [S] float32, z-scored over the entities (data/panel.py), or None.
     static_covariates: np.ndarray | None = None
 
     def window_count(self, split: str) -> int:
@@ -83,7 +79,7 @@ class SeriesData:
         border1, border2 = self.borders[_check_split(split)]
         return max(border2 - border1 - self.seq_len - self.pred_len + 1, 0)
 
-    def windows(self, split: str) -> WindowDataset:
+    def windows(self, split: str):
         """The torch ``WindowDataset`` of ``split`` (imports torch)."""
         from damcha_ts.data.windows import WindowDataset
 
@@ -102,7 +98,7 @@ class SeriesData:
     @property
     def latest(self) -> tuple[np.ndarray, pd.DatetimeIndex]:
         """(the last ``seq_len`` rows of ``history_columns``, their timestamps): where a forecast of
-        what comes next starts (an EntitySeries has one per entity)."""
+        what comes next starts (a panel has one per entity)."""
         return self.latest_values, self.latest_timestamps
 
     def covariate_counts(self) -> dict[str, int]:
@@ -232,11 +228,7 @@ def size_borders(
 def train_on_train_and_val(series: SeriesData) -> SeriesData:
     """``series`` with its train split extended over the validation rows, and the scaler refitted
     on them: what ``Forecaster.fit(..., refit=True)`` retrains on (the test split is unchanged).
-    Many entities (data/entities.py): each one's."""
-    import dataclasses
-
-    if hasattr(series, "entities"):
-        return series.map(train_on_train_and_val)
+    A panel's: :meth:`damcha_ts.data.panel.Panel.train_on_train_and_val`."""
     border1, _ = series.borders["train"]
     borders = {**series.borders, "train": (border1, series.borders["val"][1])}
     scaler = StandardScaler.fit(series.values[borders["train"][0] : borders["train"][1]])
@@ -275,7 +267,16 @@ def time_features(timestamps: pd.DatetimeIndex, freq: str = "h") -> tuple[np.nda
     return marks.astype(np.float32), [fn.__name__ for fn in functions]
 
 
-def prepare(
+def check_arguments(seq_len, pred_len, features) -> None:
+    """ConfigError naming the argument unless the lookback and horizon are positive integers and
+    ``features`` a mode."""
+    for argument, value in (("seq_len", seq_len), ("pred_len", pred_len)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ConfigError(f"{argument} must be a positive integer, got {plain_repr(value)}")
+    check_features(features)
+
+
+def prepare_series(
     source: Source,
     *,
     seq_len: int = 96,
@@ -290,12 +291,10 @@ def prepare(
     allow_irregular: bool = False,
     past_covariates: Sequence[str] | None = None,
     future_covariates: Sequence[str] | None = None,
-    entity_col: str | None = None,
-    static_covariates: Sequence[str] | None = None,
-    scaler: str | None = None,
     **load_options,
 ) -> SeriesData:
-    """Load ``source`` and apply the protocol: the one entry point for benchmark and user data.
+    """Load ``source`` as one series and apply the protocol (each entity of a panel goes through
+    here; :func:`damcha_ts.data.panel.prepare` decides one series or many).
 
     ``source``, ``fill``, ``allow_irregular`` and ``load_options`` (``path``, ``time_col``, ``freq``,
     ``layout``...) go to ``load_frame``: ``fill`` opts in to filling NaN/inf values, and
@@ -312,54 +311,8 @@ def prepare(
     ``past_covariates`` / ``future_covariates`` name columns the model reads and never forecasts or
     scores (see :mod:`damcha_ts.data.covariates`): scaled with the train rows' statistics, kept in
     ``SeriesData.covariates``, out of ``columns``.
-    ``entity_col`` names the column of a table (frame or CSV) holding many entities with the same
-    variates: each is prepared on its own with these options and an :class:`EntitySeries` of all
-    of them is returned (``static_covariates``: columns constant per entity; ``scaler``: "entity"
-    or "global"), see :mod:`damcha_ts.data.entities`.
     """
-    for argument, value in (("seq_len", seq_len), ("pred_len", pred_len)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ConfigError(f"{argument} must be a positive integer, got {plain_repr(value)}")
-    check_features(features)
-    # One series or many entities (a table that names its series), decided where the Forecaster and
-    # the command line decide it too.
-    from damcha_ts.data.layout import with_entity_col
-
-    named = {"past_covariates": past_covariates, "future_covariates": future_covariates,
-             "static_covariates": static_covariates}
-    resolved = with_entity_col(source, {**load_options, **named, "entity_col": entity_col})
-    entity_col = resolved.pop("entity_col", None)
-    load_options = {k: v for k, v in resolved.items() if k not in named}
-    protocol = dict(seq_len=seq_len, pred_len=pred_len, features=features, target=target, split=split,
-                    time_features_freq=time_features_freq, val_size=val_size, test_size=test_size, fill=fill,
-                    allow_irregular=allow_irregular, past_covariates=past_covariates,
-                    future_covariates=future_covariates)
-    if entity_col is not None:
-        return _prepare_entities(source, entity_col, scaler, static_covariates, load_options, protocol)
-    if static_covariates or scaler is not None:
-        given = "static_covariates" if static_covariates else f"scaler={scaler!r}"
-        raise ConfigError(f"{given} is about many entities: name their column with entity_col=...")
-    return prepare_one(source, **protocol, **load_options)
-
-
-def prepare_one(
-    source: Source,
-    *,
-    seq_len: int,
-    pred_len: int,
-    features: str,
-    target: str,
-    time_features_freq: str | None,
-    split,
-    val_size,
-    test_size,
-    fill: str | None,
-    allow_irregular: bool,
-    past_covariates: Sequence[str] | None,
-    future_covariates: Sequence[str] | None,
-    **load_options,
-) -> SeriesData:
-    """:func:`prepare` of one series, as it is (each entity of a table of many goes through here)."""
+    check_arguments(seq_len, pred_len, features)
     names = covariate_names(past_covariates, future_covariates)  # checked before the data is read
     frame = load_frame(source, fill=fill, allow_irregular=allow_irregular, **load_options)
     info = frame_info(frame)
@@ -422,25 +375,6 @@ def prepare_one(
     )
 
 
-def _prepare_entities(source, entity_col, scaler, static_covariates, load_options, options):
-    """``prepare`` for a table of many entities: each one's rows read with ``load_options``."""
-    from damcha_ts.data.entities import prepare_entities
-    from damcha_ts.data.frames import frame_label, read_csv_frame
-
-    if isinstance(source, pd.DataFrame):
-        table, label = source, frame_label(source)
-    elif isinstance(source, (str, os.PathLike)):
-        table, label = read_csv_frame(source, sep=load_options.pop("sep", None)), str(source)
-    else:
-        raise ConfigError(f"entity_col={entity_col!r} needs a table (a DataFrame or a CSV file) with that column, "
-                          f"got {type(source).__name__}")
-    entities = prepare_entities(table, label, entity_col=entity_col, scaler=scaler or "entity",
-                                static_covariates=static_covariates, **options, **load_options)
-    # Named after the table, as load_frame names a series (each entity's rows alone are a "DataFrame").
-    return dataclasses.replace(entities, series=[dataclasses.replace(s, name=series_name(label), source=label)
-                                                 for s in entities.series])
-
-
 def _model_columns(available: list[str], features: str, target: str, name: str) -> list[str]:
     if target not in available:
         if features == "M":
@@ -462,40 +396,10 @@ def scored_slice(features: str) -> slice:
     return slice(-1, None) if features == "MS" else slice(None)
 
 
-def describe(data: SeriesData) -> dict:
-    """A JSON-ready summary (rows, variates, frequency, borders, windows per split); of many
-    entities (an EntitySeries), all of them together, with their column and count."""
-    parts = data.series if hasattr(data, "entities") else [data]
-    covariates = parts[0].covariates
-    return {
-        "name": data.name,
-        "dataset": data.dataset,
-        "source": data.source,
-        "rows": data.total_rows,
-        "rows_used": sum(len(part.timestamps) for part in parts),
-        "variates": data.n_variates,
-        "columns": list(data.columns),
-        "freq": data.freq,
-        "first_timestamp": str(min(part.timestamps[0] for part in parts)),
-        "last_timestamp": str(max(part.timestamps[-1] for part in parts)),
-        "features": data.features,
-        "target": data.target,
-        "seq_len": data.seq_len,
-        "pred_len": data.pred_len,
-        "time_features": data.mark_names,
-        **({} if covariates is None else {"past_covariates": covariates.past_columns,
-                                          "future_covariates": covariates.future_columns}),
-        **({"entity_col": data.entity_col, "entities": len(data.entities)} if hasattr(data, "entities") else {}),
-        "borders": {split: list(data.borders[split]) for split in SPLITS},
-        "windows": {split: data.window_count(split) for split in SPLITS},
-    }
-
-
 __all__ = [
     "SeriesData",
     "StandardScaler",
-    "describe",
-    "prepare",
+    "prepare_series",
     "size_borders",
     "split_borders",
     "time_features",

@@ -12,11 +12,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from damcha_ts.data.protocol import SeriesData
-
 
 class WindowDataset(Dataset):
-    """The windows of one split of a ``SeriesData``.
+    """The windows of one split of a ``SeriesData`` (data/protocol.py; not imported: protocol makes these).
 
     Items and batches are dicts of float32 tensors:
     ``x`` [B, L, C], ``y`` [B, H, C], ``x_mark`` [B, L, M], ``y_mark`` [B, H, M]
@@ -27,7 +25,7 @@ class WindowDataset(Dataset):
     its ``static_covariates`` [B, S].
     """
 
-    def __init__(self, data: SeriesData, split: str):
+    def __init__(self, data, split: str):
         border1, border2 = data.borders[split]
         self.split = split
         self.seq_len = data.seq_len

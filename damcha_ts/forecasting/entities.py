@@ -4,7 +4,7 @@ A many-entity model is one network; each entity has its own scalers (or all shar
 covariates, so each forecast runs through that entity's :class:`Predictor`
 (``predictor.for_entity(name)``). Output frames carry the entity column first: wide (entity, time,
 variates) or long (the input's long columns with the entity). ``evaluate`` reports each entity and
-all of them pooled (every window of every entity counts once); ``backtest`` and
+all of them pooled (every window of every entity counts once: ``predictor.pooled_scores``); ``backtest`` and
 ``cross_validation`` count each entity's cutoffs from its own last row. Inside, ids are text; in
 what comes back they have the dtype of the fit data's entity column (int ids stay int), and an
 error about one entity names it.
@@ -118,7 +118,7 @@ def with_typed_ids(frame: pd.DataFrame, meta) -> pd.DataFrame:
 
 def entity_rows(predictor, series=None, data: Any = None, data_options: Mapping[str, Any] | None = None) -> dict:
     """``{entity: (raw rows [T, K] of the history columns, timestamps [T])}``: of the fitted
-    ``series`` (an EntitySeries) without ``data``, else of each entity's table in ``data``."""
+    ``series`` (a Panel) without ``data``, else of each entity's table in ``data``."""
     from damcha_ts.forecasting.history import load_history
 
     if data is None:
@@ -180,26 +180,3 @@ def cross_validation_entities(predictor, rows: Mapping[str, tuple], *, n_windows
     frame = with_typed_ids(pd.concat(pieces, ignore_index=True), predictor.meta)
     frame.attrs["refits"] = refits
     return frame
-
-
-def evaluate_entities(predictor, series, split: str, batch_size: int, level: Any = None) -> dict[str, Any]:
-    """Scores of each entity of ``series`` (an EntitySeries) through its own predictor, and of all
-    of them pooled: each metric the window-weighted mean of the entities' (exactly the mean over
-    every window of every entity, since each entity's is the mean over its windows and cells);
-    ``wql``, a ratio, stays per entity."""
-    per_entity = {}
-    for entity in series.entities:
-        one = series.entity(entity)
-        if one.window_count(split) > 0:
-            with entity_errors(entity):
-                per_entity[entity] = predictor.for_entity(entity).evaluate(one, split, batch_size, level=level or None)
-    if not per_entity:
-        raise ConfigError(f"evaluate(): no entity has a {split} window")
-    windows = np.array([scores["windows"] for scores in per_entity.values()], dtype=np.float64)
-    first = next(iter(per_entity.values()))
-    pooled = {key: float(np.dot(windows, [s[key] for s in per_entity.values()]) / windows.sum())
-              for key in first if key not in ("dataset", "split", "windows", "wql")}
-    ids = typed_ids(pd.Series(list(per_entity), dtype=object), predictor.meta.entity_dtype).tolist()
-    return {"dataset": series.name, "split": split, **pooled, "windows": int(windows.sum()),
-            "entities": {i: {k: v for k, v in s.items() if k not in ("dataset", "split")}
-                         for i, s in zip(ids, per_entity.values())}}

@@ -294,7 +294,7 @@ def refuse_trained_split(split: str, refit: bool) -> None:
 def calibrate(predictor, series, split: str = "val", *, refit: bool = False, batch_size: int = 256,
               max_windows: int = MAX_WINDOWS) -> Calibration:
     """The :class:`Calibration` of ``predictor`` on the windows of ``split`` of a prepared
-    ``series`` (:func:`damcha_ts.data.prepare`; its columns, lookback and horizon the model's).
+    panel ``series`` (:func:`damcha_ts.data.prepare`; its columns, lookback and horizon the model's).
 
     Every window is forecast through ``predictor`` from its raw values (the predictor's saved
     scaler and time marks, as ``predict`` does), up to ``max_windows`` of them evenly spaced over
@@ -307,15 +307,13 @@ def calibrate(predictor, series, split: str = "val", *, refit: bool = False, bat
     pairs = level_pairs(predictor.quantiles)
     cells = predictor.horizon * len(predictor.output_columns) * (1 + len(pairs))
     keep = max(1, min(int(max_windows), max(MIN_WINDOWS, MAX_SCORES // cells)))
-    if hasattr(series, "entities"):  # every entity's windows, in its own units (module docstring)
-        share = max(1, keep // len(series.entities))
-        scores = []
-        for entity in series.entities:
-            one, rows = predictor.for_entity(entity), series.entity(entity)
-            if rows.window_count(split) > 0:
-                scores.append(_scores(one, rows, split, share, batch_size) / score_unit(one))
-        return Calibration(scores=np.concatenate(scores, axis=1), pairs=pairs, split=split)
-    return Calibration(scores=_scores(predictor, series, split, keep, batch_size), pairs=pairs, split=split)
+    share = max(1, keep // len(series.entities))  # every entity's windows, in its own units (module docstring)
+    scores = []
+    for entity, rows in zip(series.entities, series.series):
+        one = predictor.for_entity(entity)
+        if rows.window_count(split) > 0:
+            scores.append(_scores(one, rows, split, share, batch_size) / score_unit(one))
+    return Calibration(scores=np.concatenate(scores, axis=1), pairs=pairs, split=split)
 
 
 def score_unit(predictor) -> np.ndarray | float:

@@ -111,7 +111,9 @@ class Predictor:
     # ------------------------------------------------------------------ forecasting
     def for_entity(self, entity: str) -> Predictor:
         """The Predictor of one entity of a many-entity model (its scalers and static covariates;
-        its stored history, when there is one)."""
+        its stored history, when there is one); a model of one series is its own one entity's."""
+        if not self.entities:
+            return self
         entity = str(entity)  # ids are text (the entity column is read as text)
         history = self.history.get(entity) if isinstance(self.history, dict) else None
         return Predictor(self.model, self.meta.for_entity(entity), self.quantiles, history=history,
@@ -224,22 +226,33 @@ class Predictor:
             quantiles=self.quantiles,
         )
 
-    def evaluate(self, series, split: str, batch_size: int, level=None) -> dict[str, Any]:
-        """MSE/MAE over every window of ``split`` of a prepared series (its own scaler), z-scale and
+    def evaluate(self, panel, split: str, batch_size: int, level=None) -> dict[str, Any]:
+        """MSE/MAE over every window of ``split`` of a prepared panel (data/panel.py), each entity's
+        through its own predictor (:meth:`for_entity`) and scaler (:meth:`evaluate_series`); with an
+        entity column, each entity's scores and all of them pooled (:func:`pooled_scores`)."""
+        from damcha_ts.forecasting.intervals import check_levels
+
+        levels = check_levels(level)
+        per_entity = {}
+        for entity, one in zip(panel.entities, panel.series):
+            if one.window_count(split) > 0:
+                with panel.errors_of(entity):
+                    per_entity[entity] = self.for_entity(entity).evaluate_series(one, split, batch_size, levels)
+        if not per_entity:
+            raise ConfigError(f"evaluate(): no series of {panel.name} has a {split} window")
+        return pooled_scores(panel, per_entity, split, getattr(self.meta, "entity_dtype", None))
+
+    def evaluate_series(self, series, split: str, batch_size: int, levels=()) -> dict[str, Any]:
+        """MSE/MAE over every window of ``split`` of one prepared series (its own scaler), z-scale and
         original scale; a quantile model is scored on its median.
 
-        With ``level`` (percentages, e.g. ``[80, 95]``) the calibrated intervals and the quantiles are
+        With ``levels`` (checked percentages, e.g. ``[80, 95]``) the calibrated intervals and the quantiles are
         scored too, on the raw scale through this predictor (its saved scaler):
         ``coverage_80``, ``width_80``, and for a quantile model ``coverage_80_uncalibrated``,
         ``pinball_loss`` and ``wql`` (see :func:`damcha_ts.forecasting.intervals.interval_scores`)."""
-        from damcha_ts.forecasting.intervals import check_levels, interval_scores, require_calibration
+        from damcha_ts.forecasting.intervals import interval_scores, require_calibration
         from damcha_ts.training.evaluation import evaluate_loader, scored_scaler, split_loader, summary
 
-        levels = check_levels(level)
-        if hasattr(series, "entities"):
-            from damcha_ts.forecasting.entities import evaluate_entities
-
-            return evaluate_entities(self, series, split, batch_size, level=levels)
         require_calibration(self, levels)  # before any forecast
         loader = split_loader(series, split, batch_size=batch_size)
         errors = evaluate_loader(
@@ -255,6 +268,25 @@ class Predictor:
         if levels:
             scores.update(interval_scores(self, series, split, levels, batch_size=batch_size))
         return {"dataset": series.name, "split": split, **scores}
+
+
+def pooled_scores(panel, per_entity: dict[str, dict], split: str, id_dtype: str | None) -> dict[str, Any]:
+    """The scores of ``panel``: of its one series as they are, or (with an entity column) of each
+    entity and of all of them pooled: each metric the window-weighted mean of the entities' (exactly
+    the mean over every window of every entity, since each entity's is the mean over its windows and
+    cells); ``wql``, a ratio, stays per entity. Ids come back in ``id_dtype`` (the fit data's)."""
+    from damcha_ts.data.entities import typed_ids
+
+    if panel.entity_col is None:
+        return next(iter(per_entity.values()))
+    windows = np.array([scores["windows"] for scores in per_entity.values()], dtype=np.float64)
+    first = next(iter(per_entity.values()))
+    pooled = {key: float(np.dot(windows, [s[key] for s in per_entity.values()]) / windows.sum())
+              for key in first if key not in ("dataset", "split", "windows", "wql")}
+    ids = typed_ids(pd.Series(list(per_entity), dtype=object), id_dtype).tolist()
+    return {"dataset": panel.name, "split": split, **pooled, "windows": int(windows.sum()),
+            "entities": {i: {k: v for k, v in s.items() if k not in ("dataset", "split")}
+                         for i, s in zip(ids, per_entity.values())}}
 
 
 def check_finite_forecast(forecast: np.ndarray, scaled_history: np.ndarray, model, columns: Sequence[str]) -> None:

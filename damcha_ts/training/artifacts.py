@@ -121,9 +121,16 @@ class SeriesMeta:
         )
 
     @classmethod
+    def from_panel(cls, panel, *, data_config=None, input_kind="wide", input_options=None) -> SeriesMeta:
+        """The meta of a model of ``panel`` (data/panel.py): of its one series, or of its first
+        entity's with every entity's scalers and the static covariates when it has an entity column."""
+        first = cls.from_series(panel.series[0], data_config=data_config, input_kind=input_kind,
+                                input_options=input_options)
+        return first if panel.entity_col is None else _entity_meta(panel, first)
+
+    @classmethod
     def from_series(cls, series, *, data_config=None, input_kind="wide", input_options=None) -> SeriesMeta:
-        if hasattr(series, "entities"):
-            return _entity_meta(series, data_config=data_config, input_kind=input_kind, input_options=input_options)
+        """The meta of one prepared series (a ``SeriesData``)."""
         covariates = getattr(series, "covariates", None)
         covariate_fields = {} if covariates is None else {
             "past_covariates": list(covariates.past_columns),
@@ -148,9 +155,9 @@ class SeriesMeta:
         )
 
 
-def _entity_meta(entities, **options) -> SeriesMeta:
-    """The meta of a many-entity series (data/entities.py): the first entity's, with every entity's
-    scalers and the static covariates."""
+def _entity_meta(entities, first: SeriesMeta) -> SeriesMeta:
+    """The meta of a panel of many entities (data/panel.py): ``first``, the first entity's, with
+    every entity's scalers and the static covariates."""
     import dataclasses
 
     def scalers(i: int, one) -> dict:
@@ -159,7 +166,6 @@ def _entity_meta(entities, **options) -> SeriesMeta:
         return {"scaler_mean": own.scaler_mean, "scaler_scale": own.scaler_scale,
                 "covariate_mean": own.covariate_mean, "covariate_scale": own.covariate_scale, "static": static}
 
-    first = SeriesMeta.from_series(entities.series[0], **options)
     statics = entities.static_scaler
     return dataclasses.replace(
         first, name=str(entities.name), entity_col=entities.entity_col, entities=list(entities.entities),

@@ -35,6 +35,7 @@ from damcha_ts.training.evaluation import (
     evaluate_loader,
     scored_columns,
     scored_scaler,
+    split_loader,
     summary,
 )
 from damcha_ts.training.module import ForecastModule
@@ -319,7 +320,7 @@ def _write_outputs(out_dir: Path, run: RunConfig, fit: FitResult, series, result
         fit.module.model,  # a quantile model too: save_model_dir stores its point model, load wraps it
         _series_meta(series, run.data.to_dict()),
         training=run.training.to_dict(),
-        **history_arguments(series.latest),
+        **history_arguments(series.history),
         metrics={k: v for k, v in result.items() if isinstance(v, (int, float, str))},
     )
     write_atomically(out_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
@@ -332,7 +333,7 @@ def _series_meta(series, data_config: Mapping[str, Any]):
     options = with_entity_col(data_config["dataset"], {k: v for k, v in data_config.items() if k != "dataset"})
     kind, layout = describe_input(data_config["dataset"], options)
     layout["input_columns"] = input_columns(data_config["dataset"], options, series)  # one entity's, for many
-    return SeriesMeta.from_series(series, data_config=data_config, input_kind=kind, input_options=layout)
+    return SeriesMeta.from_panel(series, data_config=data_config, input_kind=kind, input_options=layout)
 
 
 def evaluate_test_split(fit: FitResult, series):
@@ -343,17 +344,11 @@ def evaluate_test_split(fit: FitResult, series):
     """
     device = fit.trainer.strategy.root_device
     fit.module.to(device)
-    if hasattr(series, "entities"):  # each entity's windows with its own scaler, then all pooled
-        from damcha_ts.training.evaluation import split_loader
-
-        errors = [evaluate_loader(fit.module.model, split_loader(one, "test"), scaler=scored_scaler(one), device=device,
-                                  target_only=fit.module.target_only)
-                  for one in series.series if one.window_count("test") > 0]
-        return functools.reduce(lambda a, b: a.merge(b), errors)
-    loader = fit.datamodule.test_dataloader()
-    return evaluate_loader(
-        fit.module.model, loader, scaler=scored_scaler(series), device=device, target_only=fit.module.target_only
-    )
+    # Each entity's windows with its own scaler, in the training batches, then all pooled.
+    errors = [evaluate_loader(fit.module.model, split_loader(one, "test", batch_size=fit.datamodule.batch_size),
+                              scaler=scored_scaler(one), device=device, target_only=fit.module.target_only)
+              for one in series.series if one.window_count("test") > 0]
+    return functools.reduce(lambda a, b: a.merge(b), errors)
 
 
 def _write_table(path: Path, table: Mapping[str, list]) -> None:

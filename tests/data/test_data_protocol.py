@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from damcha_ts.data import DataWarning, frame_info, prepare, split_borders
+from damcha_ts.data import DataWarning, frame_info, prepare_series, split_borders
 
 # docs/protocol.md §1.3, computed window counts (train, val, test) at L = 96.
 PROTOCOL_WINDOWS = {
@@ -22,35 +22,35 @@ TABLE_ROW = {"ETTh1": "ETTh", "ETTh2": "ETTh", "ETTm1": "ETTm", "ETTm2": "ETTm",
 def test_window_counts_equal_protocol_table(name, benchmark_frame):
     frame = benchmark_frame(name)
     for pred_len, expected in PROTOCOL_WINDOWS[TABLE_ROW[name]].items():
-        data = prepare(frame, seq_len=96, pred_len=pred_len)
+        data = prepare_series(frame, seq_len=96, pred_len=pred_len)
         assert tuple(data.window_count(s) for s in ("train", "val", "test")) == expected, (name, pred_len)
         assert data.dataset == name and data.marks.shape[1] == 4
 
 
 def test_borders_equal_protocol_values(benchmark_frame):
     # protocol.md §1.2: ETTh borders at L=96, ETTm x4, Weather [0, 36791, 42061] / [36887, 42157, 52696].
-    assert prepare(benchmark_frame("ETTh1")).borders == {"train": (0, 8640), "val": (8544, 11520), "test": (11424, 14400)}
-    assert prepare(benchmark_frame("ETTm1")).borders == {"train": (0, 34560), "val": (34464, 46080), "test": (45984, 57600)}
-    assert prepare(benchmark_frame("Weather")).borders == {"train": (0, 36887), "val": (36791, 42157), "test": (42061, 52696)}
+    assert prepare_series(benchmark_frame("ETTh1")).borders == {"train": (0, 8640), "val": (8544, 11520), "test": (11424, 14400)}
+    assert prepare_series(benchmark_frame("ETTm1")).borders == {"train": (0, 34560), "val": (34464, 46080), "test": (45984, 57600)}
+    assert prepare_series(benchmark_frame("Weather")).borders == {"train": (0, 36887), "val": (36791, 42157), "test": (42061, 52696)}
     # Traffic and ECL use the same custom rule on their row counts (files not shipped here).
     assert split_borders("custom", 17544, 96) == {"train": (0, 12280), "val": (12184, 14036), "test": (13940, 17544)}
     assert split_borders("custom", 26304, 96) == {"train": (0, 18412), "val": (18316, 21044), "test": (20948, 26304)}
 
 
 def test_ett_uses_first_twenty_months_only(benchmark_frame):
-    data = prepare(benchmark_frame("ETTh1"))
+    data = prepare_series(benchmark_frame("ETTh1"))
     assert data.total_rows == 17420 and len(data.timestamps) == data.values.shape[0] == 14400
     assert data.timestamps[-1] == pd.Timestamp("2018-02-20 23:00:00")
 
 
 def test_benchmark_by_name_reads_and_verifies_the_file():
-    data = prepare("ETTh1", pred_len=192)
+    data = prepare_series("ETTh1", pred_len=192)
     assert data.dataset == "ETTh1" and data.window_count("test") == 2689 and data.source.endswith("ETTh1.csv.gz")
 
 
 def test_scaler_is_fit_on_train_rows_only(benchmark_frame, data_root):
     frame = benchmark_frame("ETTh1")
-    data = prepare(frame)
+    data = prepare_series(frame)
     # Independent reference: plain pandas, first 8640 rows, population std.
     raw = pd.read_csv(data_root / "ETTh1.csv.gz").drop(columns=["date"]).to_numpy()[:8640]
     np.testing.assert_allclose(data.scaler.mean_, raw.mean(axis=0), rtol=1e-12)
@@ -58,7 +58,7 @@ def test_scaler_is_fit_on_train_rows_only(benchmark_frame, data_root):
 
     changed = frame.copy()
     changed.iloc[8640:] = changed.iloc[8640:] * 3.0 + 100.0  # every val/test row changed
-    after = prepare(changed)
+    after = prepare_series(changed)
     np.testing.assert_array_equal(after.scaler.mean_, data.scaler.mean_)
     np.testing.assert_array_equal(after.scaler.scale_, data.scaler.scale_)
     np.testing.assert_array_equal(after.scaled[:8640], data.scaled[:8640])
@@ -66,7 +66,7 @@ def test_scaler_is_fit_on_train_rows_only(benchmark_frame, data_root):
 
     train_changed = frame.copy()
     train_changed.iloc[100] += 5.0  # one train row changed: the scaler must move
-    assert not np.array_equal(prepare(train_changed).scaler.mean_, data.scaler.mean_)
+    assert not np.array_equal(prepare_series(train_changed).scaler.mean_, data.scaler.mean_)
     np.testing.assert_allclose(
         data.scaled, ((data.values - raw.mean(axis=0)) / raw.std(axis=0)).astype(np.float32), rtol=1e-6, atol=1e-6
     )
@@ -75,9 +75,9 @@ def test_scaler_is_fit_on_train_rows_only(benchmark_frame, data_root):
 
 def test_feature_modes_move_target_last(benchmark_frame):
     weather = benchmark_frame("Weather")
-    m = prepare(weather, features="M")
-    ms = prepare(weather, features="MS")
-    s = prepare(weather, features="S")
+    m = prepare_series(weather, features="M")
+    ms = prepare_series(weather, features="MS")
+    s = prepare_series(weather, features="S")
     assert m.columns[-1] == ms.columns[-1] == "OT" and s.columns == ["OT"]
     np.testing.assert_array_equal(s.values[:, 0], weather["OT"].to_numpy())
     np.testing.assert_array_equal(ms.scaled, m.scaled)
@@ -85,7 +85,7 @@ def test_feature_modes_move_target_last(benchmark_frame):
     reordered = weather[["OT", "p (mbar)", "T (degC)"]].copy()
     reordered.attrs.clear()
     with pytest.warns(DataWarning, match="kept because allow_irregular=True"):
-        user = prepare(reordered, features="MS", allow_irregular=True)
+        user = prepare_series(reordered, features="MS", allow_irregular=True)
     assert user.columns == ["p (mbar)", "T (degC)", "OT"]
     np.testing.assert_array_equal(user.values[:, -1], weather["OT"].to_numpy())
 
@@ -104,7 +104,7 @@ def _hand_timef(stamp: pd.Timestamp) -> list[float]:
 
 
 def test_time_features_at_known_timestamps(benchmark_frame):
-    data = prepare(benchmark_frame("ETTh1"))
+    data = prepare_series(benchmark_frame("ETTh1"))
     # 2016-07-01 00:00 was a Friday (dow 4), day 183 of a leap year.
     np.testing.assert_allclose(data.marks[0], [-0.5, 4 / 6 - 0.5, -0.5, 182 / 365 - 0.5], atol=1e-7)
     np.testing.assert_allclose(data.marks[13], [13 / 23 - 0.5, 4 / 6 - 0.5, -0.5, 182 / 365 - 0.5], atol=1e-7)
@@ -113,19 +113,19 @@ def test_time_features_at_known_timestamps(benchmark_frame):
 
     # Edge days: 2016-12-31 23:00 (Saturday, day 366 of a leap year), 2018-01-01 00:00 (Monday).
     stamps = pd.DatetimeIndex(["2016-12-31 21:00", "2016-12-31 22:00", "2016-12-31 23:00"], name="date")
-    user = prepare(pd.DataFrame({"OT": [1.0, 2.0, 3.0]}, index=stamps), seq_len=1, pred_len=1, split={"train": (0, 3), "val": (0, 3), "test": (0, 3)})
+    user = prepare_series(pd.DataFrame({"OT": [1.0, 2.0, 3.0]}, index=stamps), seq_len=1, pred_len=1, split={"train": (0, 3), "val": (0, 3), "test": (0, 3)})
     np.testing.assert_allclose(user.marks[2], [0.5, 5 / 6 - 0.5, 0.5, 0.5], atol=1e-7)
     stamps = pd.date_range("2018-01-01 00:00", periods=3, freq="h")
-    user = prepare(pd.DataFrame({"OT": [1.0, 2.0, 3.0]}, index=stamps), seq_len=1, pred_len=1, split={"train": (0, 3), "val": (0, 3), "test": (0, 3)})
+    user = prepare_series(pd.DataFrame({"OT": [1.0, 2.0, 3.0]}, index=stamps), seq_len=1, pred_len=1, split={"train": (0, 3), "val": (0, 3), "test": (0, 3)})
     np.testing.assert_allclose(user.marks[0], [-0.5, -0.5, -0.5, -0.5], atol=1e-7)
 
 
 def test_true_frequency_time_features(benchmark_frame):
-    data = prepare(benchmark_frame("Weather"), time_features_freq=None)
+    data = prepare_series(benchmark_frame("Weather"), time_features_freq=None)
     assert data.mark_names == ["minute_of_hour", "hour_of_day", "day_of_week", "day_of_month", "day_of_year"]
     # 2020-01-01 00:10 was a Wednesday (dow 2).
     np.testing.assert_allclose(data.marks[0], [10 / 59 - 0.5, -0.5, 2 / 6 - 0.5, -0.5, -0.5], atol=1e-7)
-    daily = prepare(np.arange(60.0), freq="D", start="2020-03-01", seq_len=4, pred_len=2, time_features_freq=None)
+    daily = prepare_series(np.arange(60.0), freq="D", start="2020-03-01", seq_len=4, pred_len=2, time_features_freq=None)
     assert daily.mark_names == ["day_of_week", "day_of_month", "day_of_year"]
     np.testing.assert_allclose(daily.marks[0], [6 / 6 - 0.5, -0.5, 60 / 365 - 0.5], atol=1e-7)  # Sunday, day 61
 
@@ -148,7 +148,7 @@ def test_traffic_and_ecl_code_path_on_synthetic_data_of_their_shape(name):
         columns=columns,
     )
     for pred_len, expected in table.items():
-        data = prepare(frame, seq_len=96, pred_len=pred_len, split="custom")
+        data = prepare_series(frame, seq_len=96, pred_len=pred_len, split="custom")
         assert tuple(data.window_count(s) for s in ("train", "val", "test")) == expected
     batch = data.windows("test").batch(torch.tensor([0, expected[2] - 1]))
     assert batch["x"].shape == (2, 96, variates) and batch["y"].shape == (2, 720, variates)

@@ -29,10 +29,11 @@ def test_test_size_zero_trains_on_everything_but_the_validation_tail(frame):
     assert data.window_count("test") == 0
     assert describe(data)["windows"] == {"train": 829, "val": 77, "test": 0}
     # Every row is used; the scaler is the train rows' only.
-    assert len(data.values) == 1000 and data.scaler.mean_[0] == pytest.approx(np.arange(900.0).mean())
+    (one,) = data.series
+    assert len(one.values) == 1000 and one.scaler.mean_[0] == pytest.approx(np.arange(900.0).mean())
     # The last validation window's target ends at the last row.
     val = data.windows("val")
-    assert val[len(val) - 1]["y"][-1, 0] * data.scaler.scale_[0] + data.scaler.mean_[0] == pytest.approx(999.0)
+    assert val[len(val) - 1]["y"][-1, 0] * one.scaler.scale_[0] + one.scaler.mean_[0] == pytest.approx(999.0)
 
 
 def test_an_empty_test_split_gives_empty_windows_and_loaders(frame):
@@ -67,7 +68,7 @@ def test_a_benchmark_keeps_its_split_unless_sizes_are_given(benchmark_frame):
     data = prepare(frame, seq_len=96, pred_len=96, test_size=0)
     # Every row, ETT's 4-month (2880-row) validation tail at the end.
     assert data.borders == {"train": (0, 17420 - 2880), "val": (17420 - 2880 - 96, 17420), "test": (17420, 17420)}
-    assert data.timestamps[-1] == frame.index[-1]
+    assert data.series[0].timestamps[-1] == frame.index[-1]
     assert data.window_count("val") == 2880 - 96 + 1
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from damcha_ts.data import DataWarning, load_frame, prepare
+from damcha_ts.data import DataWarning, load_frame, prepare_series
 from damcha_ts.errors import ConfigError, DataError, DatasetNotFoundError
 
 SPLITS = ("train", "val", "test")
@@ -27,18 +27,18 @@ def _all_windows(data) -> dict[str, dict[str, torch.Tensor]]:
 
 def test_wide_long_csv_and_array_give_identical_windows(user_wide, tmp_path):
     options = dict(seq_len=48, pred_len=24)
-    wide_column = prepare(user_wide, **options)
-    wide_index = prepare(user_wide.set_index("date"), **options)
+    wide_column = prepare_series(user_wide, **options)
+    wide_index = prepare_series(user_wide.set_index("date"), **options)
     long = user_wide.melt(id_vars="date", var_name="id", value_name="value").rename(columns={"date": "time"})
     # Time order within an id must not matter; variates keep the order their ids first appear in.
     id_rank = {"HUFL": 0, "MUFL": 1, "OT": 2}
     long = long.sample(frac=1.0, random_state=0).sort_values("id", kind="stable", key=lambda ids: ids.map(id_rank))
-    from_long = prepare(long, **options)
+    from_long = prepare_series(long, **options)
     user_wide.to_csv(tmp_path / "mine.csv", index=False)
     user_wide.to_csv(tmp_path / "mine.csv.gz", index=False)
-    from_csv = prepare(tmp_path / "mine.csv", **options)
-    from_gz = prepare(str(tmp_path / "mine.csv.gz"), **options)
-    from_array = prepare(
+    from_csv = prepare_series(tmp_path / "mine.csv", **options)
+    from_gz = prepare_series(str(tmp_path / "mine.csv.gz"), **options)
+    from_array = prepare_series(
         user_wide[["HUFL", "MUFL", "OT"]].to_numpy(), freq="h", start=user_wide["date"].iloc[0], columns=["HUFL", "MUFL", "OT"], **options
     )
 
@@ -59,10 +59,10 @@ def test_wide_long_csv_and_array_give_identical_windows(user_wide, tmp_path):
 
 
 def test_explicit_fractions_and_borders(user_wide):
-    by_fraction = prepare(user_wide, seq_len=48, pred_len=24, split=(0.6, 0.2, 0.2))
+    by_fraction = prepare_series(user_wide, seq_len=48, pred_len=24, split=(0.6, 0.2, 0.2))
     assert by_fraction.borders == {"train": (0, 1200), "val": (1152, 1600), "test": (1552, 2000)}
     borders = {"train": (0, 1000), "val": (952, 1500), "test": (1452, 2000)}
-    explicit = prepare(user_wide, seq_len=48, pred_len=24, split=borders)
+    explicit = prepare_series(user_wide, seq_len=48, pred_len=24, split=borders)
     assert explicit.borders == borders and explicit.window_count("train") == 1000 - 48 - 24 + 1
     np.testing.assert_allclose(explicit.scaler.mean_, user_wide[["HUFL", "MUFL", "OT"]].to_numpy()[:1000].mean(0))
 
@@ -81,12 +81,12 @@ def _hourly(n: int, **columns) -> str:
 
 def test_missing_file(tmp_path):
     with pytest.raises(DatasetNotFoundError, match="no such file: .*absent.csv"):
-        prepare(tmp_path / "absent.csv")
+        prepare_series(tmp_path / "absent.csv")
 
 
 def test_no_time_column(tmp_path):
     with pytest.raises(DataError, match=r"bad.csv: no time column.*\['a', 'b'\]"):
-        prepare(_csv(tmp_path, "a,b\n1,2\n3,4\n"))
+        prepare_series(_csv(tmp_path, "a,b\n1,2\n3,4\n"))
     with pytest.raises(DataError, match="time column 'when' not found"):
         load_frame(pd.DataFrame({"a": [1.0]}), time_col="when")
 
@@ -94,7 +94,7 @@ def test_no_time_column(tmp_path):
 def test_unparsable_timestamp_names_column_and_row(tmp_path):
     text = _hourly(5, a=range(5)).replace("2021-01-01 02:00:00", "2021-13-45 02:00:00")
     with pytest.raises(DataError, match=r"time column 'date' row 2 \(line 4\) holds '2021-13-45 02:00:00'"):
-        prepare(_csv(tmp_path, text))
+        prepare_series(_csv(tmp_path, text))
     with pytest.raises(DataError, match="row 1 holds 'yesterday'"):
         load_frame(pd.DataFrame({"date": ["2021-01-01", "yesterday"], "a": [1.0, 2.0]}), date_format="%Y-%m-%d")
 
@@ -102,7 +102,7 @@ def test_unparsable_timestamp_names_column_and_row(tmp_path):
 def test_non_numeric_column_names_column_and_row(tmp_path):
     text = _hourly(6, a=range(6), b=[1, 2, 3, "n/a?", 5, 6])
     with pytest.raises(DataError, match=r"column 'b' is not numeric: row 3 \(line 5\) holds 'n/a\?'"):
-        prepare(_csv(tmp_path, text))
+        prepare_series(_csv(tmp_path, text))
 
 
 @pytest.mark.parametrize("bad", ["nan", "inf", ""])
@@ -142,18 +142,18 @@ def test_duplicate_and_irregular_timestamps_are_errors_for_user_data():
 
 def test_split_shorter_than_window_says_the_minimum(user_wide):
     with pytest.raises(DataError, match=r"the val split has 248 rows.*at least seq_len \+ pred_len = 298"):
-        prepare(user_wide, seq_len=48, pred_len=250)
+        prepare_series(user_wide, seq_len=48, pred_len=250)
     with pytest.raises(DataError, match="ett_hour split needs 14400 rows"):
-        prepare(user_wide, split="ett_hour")
+        prepare_series(user_wide, split="ett_hour")
 
 
 def test_missing_target_for_s_and_ms(user_wide):
     frame = user_wide.rename(columns={"OT": "oil_temp"})
     for mode in ("S", "MS"):
         with pytest.raises(ConfigError, match=r"target column 'OT' \(needed for features='%s'\) not found.*oil_temp" % mode):
-            prepare(frame, features=mode, seq_len=48, pred_len=24)
-    assert prepare(frame, features="M", seq_len=48, pred_len=24).target is None  # M needs no target
-    assert prepare(frame, features="S", target="oil_temp", seq_len=48, pred_len=24).columns == ["oil_temp"]
+            prepare_series(frame, features=mode, seq_len=48, pred_len=24)
+    assert prepare_series(frame, features="M", seq_len=48, pred_len=24).target is None  # M needs no target
+    assert prepare_series(frame, features="S", target="oil_temp", seq_len=48, pred_len=24).columns == ["oil_temp"]
 
 
 @pytest.mark.parametrize(
@@ -172,7 +172,7 @@ def test_missing_target_for_s_and_ms(user_wide):
 )
 def test_bad_arguments_name_the_argument(user_wide, arguments, pattern):
     with pytest.raises(ConfigError, match=pattern):
-        prepare(user_wide, **arguments)
+        prepare_series(user_wide, **arguments)
 
 
 def test_long_layout_errors(user_wide):
@@ -202,7 +202,7 @@ def test_a_bad_frequency_string_names_its_argument():
     with pytest.raises(ConfigError, match=r"freq='hourly' is not a pandas frequency string"):
         load_frame(np.zeros((10, 2)), freq="hourly")
     with pytest.raises(ConfigError, match=r"time_features_freq='bogus' is not a pandas frequency string"):
-        prepare(frame, seq_len=4, pred_len=2, time_features_freq="bogus")
+        prepare_series(frame, seq_len=4, pred_len=2, time_features_freq="bogus")
 
 
 def test_a_given_frequency_must_be_the_one_the_timestamps_step_by():

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from damcha_ts.data import ForecastDataModule, WindowDataset, prepare
+from damcha_ts.data import ForecastDataModule, WindowDataset, prepare_series
 
 
 @pytest.fixture(scope="module")
 def etth1(benchmark_frame):
-    return prepare(benchmark_frame("ETTh1"), seq_len=96, pred_len=48)
+    return prepare_series(benchmark_frame("ETTh1"), seq_len=96, pred_len=48)
 
 
 def test_items_equal_plain_slices_of_the_split(etth1):

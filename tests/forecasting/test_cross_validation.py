@@ -42,11 +42,12 @@ def recording(runs: list):
     validation saw, and whether it validated."""
     original = api._train
 
-    def counting(forecaster, series, **kwargs):
+    def counting(forecaster, panel, **kwargs):
+        (series,) = panel.series  # a model of one series
         train_end, val_end = series.borders["train"][1], series.borders["val"][1]
         runs.append({"train_end": series.timestamps[train_end - 1], "last_seen": series.timestamps[max(train_end, val_end) - 1],
                      "validate": kwargs.get("validate", True), "max_epochs": kwargs.get("max_epochs")})
-        return original(forecaster, series, **kwargs)
+        return original(forecaster, panel, **kwargs)
 
     return counting
 
@@ -94,7 +95,7 @@ def test_refit_retrains_on_every_row_for_the_best_epoch_count(fitted, frame, tra
     # Two runs: early stopping on the validation tail, then the refit on every row without validation.
     assert [(r["validate"], r["max_epochs"]) for r in trainings] == [(True, None), (False, result["refit_epochs"])]
     assert trainings[0]["train_end"] == frame.index[600 - VAL - 1] and trainings[1]["train_end"] == frame.index[-1]
-    series = refitted._series
+    (series,) = refitted._series.series
     assert series.borders["train"] == (0, 600) and result["train_rows"] == 600
     # Its training windows include the last rows: the last one's target ends at the last row,
     # z-scored with a scaler fitted on all of them.
