@@ -12,9 +12,10 @@ from damcha_ts.data.protocol import scored_slice
 from damcha_ts.errors import ConfigError
 from damcha_ts.gluonts.estimator import DAMCHAEstimator
 from damcha_ts.gluonts.lightning_module import DAMCHALightningModule
+from damcha_ts.training.config import TrainingConfig
 
 
-def predictor_from_forecaster(forecaster, batch_size: int = 32) -> PyTorchPredictor:
+def predictor_from_forecaster(forecaster, batch_size: int = TrainingConfig.batch_size) -> PyTorchPredictor:
     """A ``PyTorchPredictor`` that computes exactly what ``forecaster.predict`` does.
 
     It carries the forecaster's weights, its train-split standardisation (mean and scale per

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 
+from damcha_ts.data.options import ProtocolOptions
 from damcha_ts.errors import ConfigError
 from damcha_ts.models.attention_config import AttentionConfig, AttentionRecord, DamchaOptions
 from damcha_ts.models.metric_generator import GatedMetric, MetricGenerator, StaticMetric
@@ -20,8 +21,8 @@ class EncoderModelConfig(DamchaOptions):
     per-layer attention settings (heads, dropout and the DAMCHA options) for either attention kind.
     """
 
-    seq_len: int = 96
-    pred_len: int = 96
+    seq_len: int = ProtocolOptions.seq_len  # the lookback and horizon defaults are the protocol's
+    pred_len: int = ProtocolOptions.pred_len
     d_model: int = 512
     n_heads: int = 8
     e_layers: int = 2
