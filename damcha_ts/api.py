@@ -36,6 +36,7 @@ from damcha_ts.forecasting.history import (
     prepare_options,
     saved_read_options,
 )
+from damcha_ts.forecasting.predictor import saved_history
 from damcha_ts.training.config import TrainingConfig, plain_values, split_keywords
 
 # The data options that define a model's setting, saved with it (JSON-ready): the protocol's but
@@ -395,10 +396,7 @@ def _load(cls: type[Forecaster], directory: str | Path, map_location: str) -> Fo
     forecaster.nonnegative = bool(meta.nonnegative)
     forecaster.data_config = dict(meta.data_config or {})
     forecaster._configured_data = dict(forecaster.data_config)  # a refit keeps the saved setting
-    if isinstance(loaded.history_values, dict):  # many entities
-        forecaster._history = loaded.history_values
-    elif loaded.history_values is not None:
-        forecaster._history = (loaded.history_values, loaded.history_timestamps)
+    forecaster._history = saved_history(loaded)
     if loaded.calibration is not None:
         from damcha_ts.forecasting.intervals import Calibration
 

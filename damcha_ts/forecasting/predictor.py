@@ -79,12 +79,9 @@ class Predictor:
         """The Predictor of a :class:`~damcha_ts.training.artifacts.LoadedModel`."""
         from damcha_ts.forecasting.intervals import Calibration
 
-        history = loaded.history_values  # many entities: {entity: (values, timestamps)}
-        if history is not None and not isinstance(history, dict):
-            history = (loaded.history_values, loaded.history_timestamps)
         saved = getattr(loaded, "calibration", None)
         calibration = None if saved is None else Calibration.from_saved(saved)
-        return cls(loaded.model, loaded.meta, history=history, calibration=calibration)
+        return cls(loaded.model, loaded.meta, history=saved_history(loaded), calibration=calibration)
 
     # ------------------------------------------------------------------ what it forecasts
     @property
@@ -115,7 +112,7 @@ class Predictor:
         if not self.entities:
             return self
         entity = str(entity)  # ids are text (the entity column is read as text)
-        history = self.history.get(entity) if isinstance(self.history, dict) else None
+        history = None if self.history is None else self.history.get(entity)  # {entity: (values, timestamps)}
         return Predictor(self.model, self.meta.for_entity(entity), self.quantiles, history=history,
                          calibration=self.calibration)
 
@@ -287,6 +284,15 @@ def pooled_scores(panel, per_entity: dict[str, dict], split: str, id_dtype: str 
     return {"dataset": panel.name, "split": split, **pooled, "windows": int(windows.sum()),
             "entities": {i: {k: v for k, v in s.items() if k not in ("dataset", "split")}
                          for i, s in zip(ids, per_entity.values())}}
+
+
+def saved_history(loaded):
+    """What a loaded model continues from, in the form a fit leaves it (``Panel.history``):
+    ``(values, timestamps)`` of a model of one series, ``{entity: (values, timestamps)}`` of a model
+    of many entities (as its history file is read back), or None when it was saved without."""
+    if loaded.history_values is None or loaded.meta.entities:
+        return loaded.history_values
+    return loaded.history_values, loaded.history_timestamps
 
 
 def check_finite_forecast(forecast: np.ndarray, scaled_history: np.ndarray, model, columns: Sequence[str]) -> None:
