@@ -171,7 +171,5 @@ def build_model(config: Mapping | str, *, quantiles: Sequence[float] | None = No
     if quantiles is None:
         return spec_of(model_config).model_class(model_config)
     levels = validate_quantiles(quantiles)
-    if model_config.pred_len < 1:
-        raise ConfigError(f"model config pred_len must be >= 1, got {model_config.pred_len!r}")
     point_config = replace(model_config, pred_len=model_config.pred_len * len(levels))
     return QuantileForecastModel(spec_of(point_config).model_class(point_config), levels)
