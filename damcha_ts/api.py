@@ -325,7 +325,7 @@ class Forecaster:
 def _fit(forecaster: Forecaster, data: Any, refit: bool, data_options: Mapping[str, Any]) -> Forecaster:
     """Forecaster.fit (see there)."""
     from damcha_ts.data import prepare
-    from damcha_ts.training.artifacts import SeriesMeta
+    from damcha_ts.training.metadata import SeriesMeta
     from damcha_ts.training.runner import with_covariate_counts
 
     if data is None:
@@ -581,7 +581,7 @@ def _validation_calibration(forecaster: Forecaster, series, model):
     ``series``, on its validation windows; None when it has none."""
     from damcha_ts.forecasting import Predictor
     from damcha_ts.forecasting.intervals import calibrate
-    from damcha_ts.training.artifacts import SeriesMeta
+    from damcha_ts.training.metadata import SeriesMeta
 
     if series.window_count("val") < 1:
         return None
@@ -599,7 +599,7 @@ def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd
     ``values`` is ``{entity: (rows, timestamps)}`` and ``timestamps`` None."""
     from damcha_ts.data import prepare
     from damcha_ts.forecasting import Predictor
-    from damcha_ts.training.artifacts import SeriesMeta
+    from damcha_ts.training.metadata import SeriesMeta
 
     meta = forecaster.meta_
     saved = meta.data_config or {}

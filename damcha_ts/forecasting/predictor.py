@@ -45,7 +45,7 @@ class Predictor:
     Args:
         model: the fitted network, ``(x [B, L, C], x_mark [B, L, M]) -> [B, H, C]``, or a
             ``QuantileForecastModel`` (``-> [B, Q, H, C]``), in eval mode.
-        meta: the :class:`~damcha_ts.training.artifacts.SeriesMeta` of its training data
+        meta: the :class:`~damcha_ts.training.metadata.SeriesMeta` of its training data
             (columns, frequency, features mode, scaler mean/scale, time-mark frequency).
         quantiles: the model's levels (default: those of a ``QuantileForecastModel``).
         history: ``(values [L, C], timestamps [L])`` to continue from by default, or None.

@@ -26,7 +26,7 @@ from damcha_ts.data.registry import DataWarning
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically
 from damcha_ts.models import count_parameters
-from damcha_ts.training.artifacts import SeriesMeta, history_arguments, save_model_dir
+from damcha_ts.training.artifacts import history_arguments, save_model_dir
 from damcha_ts.training.callbacks import EpochTimer
 from damcha_ts.training.checkpoints import restore_log_history, resume_point, set_log_aside
 from damcha_ts.training.config import DataConfig, RunConfig, TrainingConfig, config_hash
@@ -38,6 +38,7 @@ from damcha_ts.training.evaluation import (
     split_loader,
     summary,
 )
+from damcha_ts.training.metadata import SeriesMeta
 from damcha_ts.training.module import ForecastModule
 from damcha_ts.training.trainer import CHECKPOINT_DIR, LOG_DIR, build_trainer
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from damcha_ts.training.artifacts import SeriesMeta
+from damcha_ts.training.metadata import SeriesMeta
 
 LOOKBACK, HORIZON = 24, 6
 COLUMNS = ["a", "b", "OT"]
