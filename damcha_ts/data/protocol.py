@@ -279,14 +279,12 @@ def check_arguments(seq_len, pred_len, features) -> None:
 def prepare_series(
     source: Source,
     *,
-    seq_len: int = 96,
-    pred_len: int = 96,
+    seq_len: int = 96, pred_len: int = 96,
     features: str = "M",
     target: str = "OT",
     time_features_freq: str | None = "h",
     split=None,
-    val_size=None,
-    test_size=None,
+    val_size=None, test_size=None,
     fill: str | None = None,
     allow_irregular: bool = False,
     past_covariates: Sequence[str] | None = None,
@@ -303,9 +301,9 @@ def prepare_series(
     explicit borders (see ``split_borders``); or ``val_size`` / ``test_size`` give the validation
     and test tails instead (rows, or fractions of the rows; ``test_size=0``: no test split, train
     on everything but the validation tail; see ``size_borders``), over every row of the source
-    (an ETT benchmark included). ``features``: ``M``
-    all columns in and out; ``MS`` all in, target out; ``S`` target only. The target column is
-    moved last whenever it exists (TSLib's column order); S and MS require it.
+    (an ETT benchmark included). ``features``: ``M`` all columns in and out; ``MS`` all in, target
+    out; ``S`` target only. The target column is moved last whenever it exists (TSLib's column
+    order); S and MS require it.
     ``time_features_freq`` is ``"h"`` (benchmark convention: 4 marks for every dataset) or None to
     use the data's own frequency, or any pandas frequency alias.
     ``past_covariates`` / ``future_covariates`` name columns the model reads and never forecasts or
@@ -317,48 +315,17 @@ def prepare_series(
     frame = load_frame(source, fill=fill, allow_irregular=allow_irregular, **load_options)
     info = frame_info(frame)
     spec = get_spec(info["dataset"]) if info.get("dataset") else None
-    covariate_frame = None
-    if names["past"] or names["future"]:
-        covariate_frame = take_covariates(frame, names, target if features != "M" else None, info["name"])
+    covariate_frame = (take_covariates(frame, names, target if features != "M" else None, info["name"])
+                       if names["past"] or names["future"] else None)
     named = set(covariate_frame.columns) if covariate_frame is not None else set()
     columns = _model_columns([c for c in frame.columns if c not in named], features, target, info["name"])
-
-    default_kind = spec.split if spec else "custom"
-    if val_size is None and test_size is None:
-        borders = split_borders(split if split is not None else default_kind, len(frame), seq_len)
-    elif split is not None:
-        raise ConfigError(f"split={split!r} and val_size/test_size both given: choose one way to split the data")
-    else:
-        borders = size_borders(len(frame), seq_len, pred_len, val_size=val_size, test_size=test_size,
-                               default=default_kind)
-    minimum = seq_len + pred_len
-    for name, (border1, border2) in borders.items():
-        if border1 == border2 and name == "test" and test_size is not None:
-            continue  # test_size=0: no test split
-        if border2 - border1 < minimum:
-            raise DataError(
-                f"{info['name']}: the {name} split has {border2 - border1} rows (rows {border1}-{border2}); "
-                f"one window needs at least seq_len + pred_len = {minimum}. Use shorter windows, more data "
-                "or different split fractions"
-            )
-    used = max(border2 for _, border2 in borders.values())  # ETT never uses its last ~4 months
-    # Row-major whatever the input's layout, so that wide, long and NumPy inputs give bit-identical windows.
-    values = np.ascontiguousarray(frame[columns].iloc[:used].to_numpy(dtype=np.float64))
-    scaler = StandardScaler.fit(values[borders["train"][0] : borders["train"][1]])
-    timestamps = frame.index[:used]
+    borders = _series_borders(info["name"], len(frame), seq_len, pred_len, spec.split if spec else "custom",
+                              split, val_size, test_size)
     marks_freq = time_features_freq if time_features_freq is not None else info["freq"]
-    marks, mark_names = time_features(timestamps, marks_freq)
-    covariates = None if covariate_frame is None else scale_covariates(covariate_frame, names, borders["train"], used)
-    history_columns = [*columns, *(covariates.columns if covariates is not None else [])]
     return SeriesData(
         name=info["name"],
         columns=columns,
         freq=info["freq"],
-        timestamps=timestamps,
-        values=values,
-        scaled=scaler.transform(values).astype(np.float32),
-        marks=marks,
-        scaler=scaler,
         borders=borders,
         seq_len=int(seq_len),
         pred_len=int(pred_len),
@@ -367,12 +334,58 @@ def prepare_series(
         dataset=info.get("dataset"),
         source=str(info.get("source", "")),
         total_rows=len(frame),
+        **_rows(frame, columns, borders, seq_len, marks_freq, covariate_frame, names),
+    )
+
+
+def _rows(frame: pd.DataFrame, columns: list[str], borders: Borders, seq_len: int, marks_freq: str,
+          covariate_frame: pd.DataFrame | None, names) -> dict:
+    """The row arrays of :class:`SeriesData` (raw, scaled with the train rows' scaler, marks,
+    covariates, the latest rows) of the rows the borders use."""
+    used = max(border2 for _, border2 in borders.values())  # ETT never uses its last ~4 months
+    # Row-major whatever the input's layout, so that wide, long and NumPy inputs give bit-identical windows.
+    values = np.ascontiguousarray(frame[columns].iloc[:used].to_numpy(dtype=np.float64))
+    scaler = StandardScaler.fit(values[borders["train"][0] : borders["train"][1]])
+    timestamps = frame.index[:used]
+    marks, mark_names = time_features(timestamps, marks_freq)
+    covariates = None if covariate_frame is None else scale_covariates(covariate_frame, names, borders["train"], used)
+    history_columns = [*columns, *(covariates.columns if covariates is not None else [])]
+    return dict(
+        timestamps=timestamps,
+        values=values,
+        scaled=scaler.transform(values).astype(np.float32),
+        marks=marks,
+        scaler=scaler,
         time_features_freq=marks_freq,
         mark_names=mark_names,
         latest_values=np.ascontiguousarray(frame[history_columns].iloc[-seq_len:].to_numpy(dtype=np.float64)),
         latest_timestamps=frame.index[-seq_len:],
         covariates=covariates,
     )
+
+
+def _series_borders(name: str, n_rows: int, seq_len: int, pred_len: int, default_kind: str, split, val_size,
+                    test_size) -> Borders:
+    """The borders :func:`prepare_series` splits ``n_rows`` rows by: ``split`` (or ``default_kind``),
+    or the ``val_size`` / ``test_size`` tails; DataError naming series ``name`` when a split is too
+    short for one window (an empty test split of ``test_size=0`` is fine)."""
+    if val_size is None and test_size is None:
+        borders = split_borders(split if split is not None else default_kind, n_rows, seq_len)
+    elif split is not None:
+        raise ConfigError(f"split={split!r} and val_size/test_size both given: choose one way to split the data")
+    else:
+        borders = size_borders(n_rows, seq_len, pred_len, val_size=val_size, test_size=test_size, default=default_kind)
+    minimum = seq_len + pred_len
+    for split_name, (border1, border2) in borders.items():
+        if border1 == border2 and split_name == "test" and test_size is not None:
+            continue  # test_size=0: no test split
+        if border2 - border1 < minimum:
+            raise DataError(
+                f"{name}: the {split_name} split has {border2 - border1} rows (rows {border1}-{border2}); "
+                f"one window needs at least seq_len + pred_len = {minimum}. Use shorter windows, more data "
+                "or different split fractions"
+            )
+    return borders
 
 
 def _model_columns(available: list[str], features: str, target: str, name: str) -> list[str]:
