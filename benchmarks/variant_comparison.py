@@ -25,9 +25,9 @@ from damcha_ts.files import write_atomically
 from damcha_ts.leaderboard.curves import load_curves
 from damcha_ts.leaderboard.published import load_published
 from damcha_ts.leaderboard.results import read_results
-from damcha_ts.leaderboard.tables import (
-    PROTOCOL_HORIZONS, REFERENCE_PUBLISHED, collect, compare_damcha_mha, dataset_order, relative_change,
-)
+from damcha_ts.leaderboard.comparison import compare_damcha_mha, relative_change
+from damcha_ts.leaderboard.dataset_results import collect, dataset_order
+from damcha_ts.leaderboard.tables import PROTOCOL_HORIZONS, REFERENCE_PUBLISHED
 
 ROOT = Path(__file__).resolve().parents[1]
 AGAINST = ("itransformer_mha", "itransformer_damcha", "itransformer_damcha_static")

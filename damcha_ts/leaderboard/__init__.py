@@ -2,20 +2,23 @@
 
     damcha-ts leaderboard --config configs/leaderboard/ett.yaml [--storage URL] [--workers K] [--status]
 
-Start with grid.py (what a grid file holds), then runner.py (one run: import, enqueue, workers,
-export), queue.py (the grid's cells as the trials of an Optuna study), worker.py (take a cell, run
-it, report it), cells.py (one cell), results.py (the CSV), then the report: tables.py (the numbers, no
-Markdown), render.py with templates/ (the prose), figures.py (the figure list) and plots.py (drawing
-them), put together by report.py; published.json holds the published numbers of protocol.md §4.
+Start with grid.py (what a grid file holds; its values checked by grid_values.py, its ``targets:`` read
+by targets.py), then runner.py (one run: import, enqueue, workers, export), queue.py (the grid's cells
+as the trials of an Optuna study), worker.py (take a cell, run it, report it), cells.py (one cell),
+results.py (the CSV), then the report: dataset_results.py (rows grouped into cells, mean ± std over
+seeds), comparison.py (DAMCHA against MHA), tables.py (every table as text, no Markdown), render.py
+with templates/ (the prose), figures.py (the figure list) and plots.py (drawing them), put together
+by report.py; published.json holds the published numbers of protocol.md §4.
 Model names, their families and the dataset order come from the registries (``damcha_ts.models``,
 ``damcha_ts.data``), so importing this package loads torch.
 """
 
 from __future__ import annotations
 
+from damcha_ts.leaderboard.dataset_results import ExpectedCell
 from damcha_ts.leaderboard.grid import Cell, LeaderboardGrid, load_grid
 from damcha_ts.leaderboard.published import PublishedResults, load_published
-from damcha_ts.leaderboard.report import ExpectedCell, build_report, write_report
+from damcha_ts.leaderboard.report import build_report, write_report
 from damcha_ts.leaderboard.results import RESULT_COLUMNS, append_result, read_results
 from damcha_ts.leaderboard.runner import LeaderboardRun, expected_cells, run_leaderboard
 

@@ -17,16 +17,11 @@ from functools import cached_property
 from pathlib import Path
 
 from damcha_ts.leaderboard import plots
+from damcha_ts.leaderboard.comparison import average_mse, mse_changes
+from damcha_ts.leaderboard.curves import load_curves
+from damcha_ts.leaderboard.dataset_results import MAIN_MODELS, DatasetResults, ExpectedCell, collect, dataset_order
 from damcha_ts.leaderboard.paths import inside
-from damcha_ts.leaderboard.tables import (
-    MAIN_MODELS,
-    DatasetResults,
-    ExpectedCell,
-    average_mse,
-    collect,
-    dataset_order,
-    mse_changes,
-)
+from damcha_ts.leaderboard.results import sample_path
 
 
 @dataclass(frozen=True)
@@ -135,8 +130,6 @@ def kept_figures(results: Mapping[str, DatasetResults], plots_dir: Path, made: M
 def _sample_figures(results: Mapping[str, DatasetResults], results_path: Path) -> Iterator[PlannedFigure]:
     """Per dataset, each figure from the shortest horizon that has what it needs: the forecast from
     the main models' samples (ablation rows only add metric heatmaps), each heatmap from its model's own."""
-    from damcha_ts.leaderboard.results import sample_path
-
     for dataset in dataset_order(results):
         data = results[dataset]
         labels = data.model_labels()
@@ -160,8 +153,6 @@ def _curve_figures(
 ) -> Iterator[PlannedFigure]:
     """Per dataset the main models' curves together, and the ablation rows beside the rows their grid
     compares them with."""
-    from damcha_ts.leaderboard.curves import load_curves
-
     references = {cell.model: set(cell.compare_with) for cell in expected}
     for dataset, per_horizon in first_seed_curves(load_curves(results_path), results).items():
         main = {h: {m: c for m, c in per_model.items() if m in MAIN_MODELS} for h, per_model in per_horizon.items()}

@@ -22,7 +22,8 @@ import yaml
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically
-from damcha_ts.leaderboard.figures import ablation_curves, render_plots
+from damcha_ts.leaderboard.dataset_results import DatasetResults, ExpectedCell, collect, dataset_order, table_horizons
+from damcha_ts.leaderboard.figures import render_plots
 from damcha_ts.leaderboard.grid import combined_targets, load_grid
 from damcha_ts.leaderboard.published import PublishedResults, load_published
 from damcha_ts.leaderboard.render import (
@@ -36,39 +37,22 @@ from damcha_ts.leaderboard.render import (
 )
 from damcha_ts.leaderboard.results import read_results
 from damcha_ts.leaderboard.tables import (
-    MAIN_MODELS,
-    METRICS,
-    PROTOCOL_HORIZONS,
-    DatasetResults,
-    ExpectedCell,
-    Stat,
     average_table,
     cell_problems,
-    collect,
-    compare_damcha_mha,
-    damcha_variants,
-    dataset_order,
     damcha_vs_mha_table,
-    device_label,
     expected_seed_counts,
     goal_table,
     metric_tables,
     parity_table,
-    relative_change,
     reproduce_commands,
     table_columns,
-    table_horizons,
     training_table,
 )
 from damcha_ts.leaderboard.targets import ReportTargets
 from damcha_ts.schema import SHIPPED_ROOT
 
-__all__ = [
-    "FINDINGS_NAME", "MAIN_MODELS", "METRICS", "PROTOCOL_HORIZONS",
-    "REPORT_GRIDS_NAME", "DatasetResults", "ExpectedCell", "Stat", "ablation_curves", "build_report", "collect",
-    "compare_damcha_mha", "damcha_variants", "device_label", "read_report_grids", "record_report_grids",
-    "relative_change", "render_plots", "report_targets", "write_report",
-]
+__all__ = ["FINDINGS_NAME", "REPORT_GRIDS_NAME", "build_report", "read_report_grids", "record_report_grids",
+           "report_targets", "write_report"]
 
 FINDINGS_NAME = "FINDINGS.md"  # optional hand-written notes next to the CSV, included verbatim
 # Beside the CSV: every grid the report covers, so a run over one grid keeps the others' sections

@@ -30,6 +30,7 @@ from pathlib import Path
 from damcha_ts.errors import ChecksumError, ConfigError, DatasetNotFoundError
 from damcha_ts.leaderboard.cells import ResolvedCell, checkpointed_epochs, resolve_cell
 from damcha_ts.leaderboard.curves import load_curves, read_run_curves, record_curves
+from damcha_ts.leaderboard.dataset_results import ExpectedCell
 from damcha_ts.leaderboard.grid import LeaderboardGrid
 from damcha_ts.leaderboard.queue import (
     LAUNCH_ATTR,
@@ -143,7 +144,6 @@ def _details(error: Exception, spec) -> str:
 def expected_cells(grid: LeaderboardGrid, runs_dir: str | Path, rows: Sequence[dict] = ()) -> list:
     """Every cell of the grid with its current config hash, for the report's missing notes; cells
     without a row in ``rows`` also say how many epochs their run folder has checkpointed."""
-    from damcha_ts.leaderboard.report import ExpectedCell
 
     finished = {cell_key(row) for row in rows}
     cells = []

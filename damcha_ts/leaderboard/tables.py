@@ -1,35 +1,31 @@
-"""The numbers of LEADERBOARD.md as data: CSV rows grouped into cells, and each table of the report as
-a header and rows of plain text. Nothing here writes Markdown (render.py does) or holds a target (the
-grid files' ``targets:`` sections do).
-
-Conventions (stated in the report too):
-- std is the sample standard deviation over seeds (ddof = 1); with one seed only the mean is shown;
-- Avg of a model is computed per seed (mean over the table's horizons) for the seeds that finished
-  every horizon, then mean ± std over those seeds;
-- when a cell has several rows, the latest row matching the grid's current config hash wins, else
-  the latest row (the others are counted as superseded in the report).
+"""Each table of LEADERBOARD.md as a header and rows of plain text, from the cells of
+dataset_results.py and the comparisons of comparison.py. Nothing here writes Markdown (render.py does)
+or holds a target (the grid files' ``targets:`` sections do).
 """
 
 from __future__ import annotations
 
-import math
-import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from damcha_ts.baselines import METHODS as NAIVE_METHODS
-from damcha_ts.data.registry import DATASETS
-from damcha_ts.models.registry import FAMILIES, MODEL_NAMES
+from damcha_ts.leaderboard.comparison import compare_damcha_mha, damcha_variants, relative_change
+from damcha_ts.leaderboard.dataset_results import (
+    MAIN_MODELS,
+    DatasetResults,
+    ExpectedCell,
+    Stat,
+    dataset_order,
+    device_label,
+    is_missing,
+)
+from damcha_ts.models.registry import FAMILIES
 
 if TYPE_CHECKING:
-    from damcha_ts.leaderboard.targets import GoalColumn, GoalTable, ParityTarget
     from damcha_ts.leaderboard.published import PublishedResults
+    from damcha_ts.leaderboard.targets import GoalColumn, GoalTable, ParityTarget
 
-# Column order of our models: the registry's, then the naive baselines; any other label in the CSV
-# (an ablation) gets its own table.
-MAIN_MODELS = (*MODEL_NAMES, *NAIVE_METHODS)
 # (MHA row, DAMCHA row) of each model family, in the registry's order.
 MHA_DAMCHA_PAIRS = tuple(spec.mha_and_damcha for spec in FAMILIES.values())
 PROTOCOL_HORIZONS = (96, 192, 336, 720)
@@ -38,193 +34,6 @@ METRICS = ("mse", "mae")
 REFERENCE_PUBLISHED = "iTransformer"
 
 
-# ---------------------------------------------------------------------------- rows into cells
-@dataclass(frozen=True)
-class Stat:
-    """Mean ± sample std of one metric over ``n`` seeds (std is None for a single seed)."""
-
-    mean: float
-    std: float | None
-    n: int
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Stat:
-        values = list(values)
-        return cls(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None, len(values))
-
-    def text(self) -> str:
-        return f"{self.mean:.3f}" if self.std is None else f"{self.mean:.3f} ± {self.std:.3f}"
-
-
-@dataclass(frozen=True)
-class ExpectedCell:
-    """A cell some grid wants; ``config_hash`` None means "any hash counts"."""
-
-    dataset: str
-    model: str
-    horizon: int
-    seed: int
-    config_hash: str | None = None
-    command: str = ""
-    compare_with: tuple[str, ...] = ()  # rows drawn beside this one in the ablation figure (grid key)
-    checkpointed_epochs: int = 0  # an unfinished cell's epochs in its run folder (the rerun goes on from there)
-
-
-@dataclass
-class DatasetResults:
-    """The rows of one dataset: one row per (model, horizon, seed), as ``collect`` chose them."""
-
-    dataset: str
-    # runs[model][horizon][seed] = row
-    runs: dict[str, dict[int, dict[int, dict]]] = field(default_factory=dict)
-    superseded: int = 0
-
-    def rows(self) -> list[dict]:
-        return [row for per_h in self.runs.values() for per_s in per_h.values() for row in per_s.values()]
-
-    def horizons(self) -> list[int]:
-        return sorted({h for per_h in self.runs.values() for h in per_h})
-
-    def stat(self, model: str, horizon: int, metric: str) -> Stat | None:
-        seeds = self.runs.get(model, {}).get(horizon, {})
-        values = [row[metric] for row in seeds.values() if not math.isnan(row[metric])]
-        return Stat.of(values) if values else None
-
-    def average(self, model: str, horizons: Sequence[int], metric: str) -> Stat | None:
-        """Per-seed mean over ``horizons`` for seeds that finished all of them, then over seeds."""
-        per_h = self.runs.get(model, {})
-        complete = set.intersection(*(set(per_h.get(h, {})) for h in horizons)) if horizons else set()
-        per_seed = [statistics.fmean(per_h[h][seed][metric] for h in horizons) for seed in sorted(complete)]
-        per_seed = [v for v in per_seed if not math.isnan(v)]
-        return Stat.of(per_seed) if per_seed else None
-
-    def model_labels(self) -> list[str]:
-        """The main models that have rows, in column order, then the ablation labels, sorted."""
-        return [m for m in MAIN_MODELS if m in self.runs] + sorted(set(self.runs) - set(MAIN_MODELS))
-
-
-def collect(rows: Iterable[Mapping], expected: Sequence[ExpectedCell] = ()) -> dict[str, DatasetResults]:
-    """Group CSV rows by dataset, one row per (model, horizon, seed).
-
-    When a cell has several rows, the last one whose config hash matches the grid's current config
-    (``expected``) wins, else simply the last one; the others count as superseded.
-    """
-    wanted = {(c.dataset, c.model, c.horizon, c.seed): c.config_hash for c in expected if c.config_hash}
-    grouped: dict[tuple, list[dict]] = {}
-    for row in rows:
-        key = (row["dataset"], row["model"], int(row["horizon"]), int(row["seed"]))
-        grouped.setdefault(key, []).append(dict(row))
-    results: dict[str, DatasetResults] = {}
-    for (dataset, model, horizon, seed), candidates in grouped.items():
-        current = [r for r in candidates if r["config_hash"] == wanted.get((dataset, model, horizon, seed))]
-        chosen = (current or candidates)[-1]
-        entry = results.setdefault(dataset, DatasetResults(dataset))
-        entry.runs.setdefault(model, {}).setdefault(horizon, {})[seed] = chosen
-        entry.superseded += len(candidates) - 1
-    return results
-
-
-def dataset_order(names: Iterable[str]) -> list[str]:
-    """The benchmark datasets in the data registry's order, then any other name, sorted."""
-    names = set(names)
-    known = [d for d in DATASETS if d in names]
-    return known + sorted(names - set(known))
-
-
-def table_horizons(data: DatasetResults, expected: Sequence[ExpectedCell]) -> list[int]:
-    """The horizons of a dataset's tables: those with rows and those a grid plans."""
-    return sorted({*data.horizons(), *(c.horizon for c in expected if c.dataset == data.dataset)})
-
-
-def is_missing(value) -> bool:
-    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
-
-
-def device_label(hardware: str) -> str:
-    """A row's ``hardware`` in a few words: the GPU's name, or the CPU threads it trained with.
-
-    >>> device_label("gpu=NVIDIA H200 cpu=Intel Xeon threads=16"), device_label("cpu=AMD EPYC threads=1")
-    ('NVIDIA H200', 'CPU, 1 thread')
-    """
-    fields = dict(re.findall(r"(\w+)=(.*?)(?= \w+=|$)", hardware))
-    if "gpu" in fields:
-        return fields["gpu"]
-    threads = fields.get("threads")
-    if threads is None:
-        return hardware or "–"
-    return f"CPU, {threads} thread{'' if threads == '1' else 's'}"
-
-
-# ---------------------------------------------------------------------------- DAMCHA against MHA
-def relative_change(value: float, base: float) -> float:
-    """100·(value − base)/base: the report's one measure of DAMCHA against MHA (negative = better)."""
-    return 100.0 * (value - base) / base
-
-
-def compare_damcha_mha(results: Mapping[str, DatasetResults], mha: str, damcha: str) -> dict:
-    """DAMCHA vs MHA over every (dataset, horizon) where both have a seed-mean MSE.
-
-    Returns wins / losses / ties (lower MSE wins; a tie is equality of the means), the mean relative
-    change 100·(DAMCHA − MHA)/MHA in %, and the matched pairs.
-    """
-    pairs = []
-    for dataset in dataset_order(results):
-        data = results[dataset]
-        for horizon in data.horizons():
-            a, b = data.stat(mha, horizon, "mse"), data.stat(damcha, horizon, "mse")
-            if a is not None and b is not None:
-                pairs.append((dataset, horizon, a.mean, b.mean))
-    changes = [relative_change(d, m) for _, _, m, d in pairs]
-    return {
-        "pairs": pairs,
-        "wins": sum(d < m for _, _, m, d in pairs),
-        "losses": sum(d > m for _, _, m, d in pairs),
-        "ties": sum(d == m for _, _, m, d in pairs),
-        "mean_relative_change_pct": statistics.fmean(changes) if changes else None,
-    }
-
-
-def damcha_variants(results: Mapping[str, DatasetResults]) -> dict[str, str]:
-    """{DAMCHA row: the MHA row it is compared with}, architecture by architecture: its main DAMCHA row,
-    then its ablation labels, matched by the family's prefix (``itransformer_…``). Labels of no known
-    family are left out."""
-    ablations = sorted({m for data in results.values() for m in data.runs} - set(MAIN_MODELS))
-    variants = {}
-    for spec in FAMILIES.values():
-        mha, damcha = spec.mha_and_damcha
-        variants[damcha] = mha
-        variants |= {label: mha for label in ablations if label.startswith(spec.family + "_")}
-    return variants
-
-
-def mse_changes(results: Mapping[str, DatasetResults]) -> tuple[dict, list[tuple[str, int]]]:
-    """({DAMCHA row: {(dataset, horizon): % MSE change against its MHA row}}, the (dataset, horizon)
-    columns in dataset order): the data of the DAMCHA-vs-MHA figure."""
-    changes = {}
-    for label, mha in damcha_variants(results).items():
-        pairs = compare_damcha_mha(results, mha, label)["pairs"]
-        if pairs:
-            changes[label] = {(d, h): relative_change(dam, base) for d, h, base, dam in pairs}
-    order = dataset_order(results)
-    columns = sorted({cell for per_cell in changes.values() for cell in per_cell},
-                     key=lambda cell: (order.index(cell[0]), cell[1]))
-    return changes, columns
-
-
-def average_mse(results: Mapping[str, DatasetResults], expected: Sequence[ExpectedCell]) -> dict:
-    """{dataset: {model: seed-mean Avg MSE over the table's horizons}}: the data of the Avg figure."""
-    averages: dict[str, dict[str, float]] = {}
-    for dataset in dataset_order(results):
-        data = results[dataset]
-        horizons = table_horizons(data, expected)
-        for model in data.model_labels():
-            stat = data.average(model, horizons, "mse")
-            if stat is not None:
-                averages.setdefault(dataset, {})[model] = stat.mean
-    return averages
-
-
-# ---------------------------------------------------------------------------- tables
 @dataclass(frozen=True)
 class Table:
     """A table as text: the ``header``, then ``rows`` of cells; ``strong`` holds the (row, column)

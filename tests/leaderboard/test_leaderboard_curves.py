@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 from damcha_ts.leaderboard.curves import curves_path, load_curves, read_run_curves, record_curves
-from damcha_ts.leaderboard.report import ExpectedCell, ablation_curves, build_report, render_plots
+from damcha_ts.leaderboard.dataset_results import ExpectedCell
+from damcha_ts.leaderboard.figures import ablation_curves, render_plots
+from damcha_ts.leaderboard.report import build_report
 
 # The layout Lightning's CSVLogger writes for our module: lr rows without an epoch, step rows with
 # train_loss_step only, then per epoch one val_loss row and one train_loss row.

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from damcha_ts.leaderboard.dataset_results import ExpectedCell
 from damcha_ts.leaderboard.grid import load_grid
 from damcha_ts.leaderboard.published import load_published
-from damcha_ts.leaderboard.report import ExpectedCell, build_report, write_report
+from damcha_ts.leaderboard.report import build_report, write_report
 from damcha_ts.leaderboard.results import append_result, read_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -435,7 +436,7 @@ def test_the_committed_leaderboard_regenerates_from_the_committed_csv(tmp_path):
     from damcha_ts.leaderboard.figures import kept_figures, plan_figures
     from damcha_ts.leaderboard.report import read_report_grids, report_targets
     from damcha_ts.leaderboard.runner import expected_cells
-    from damcha_ts.leaderboard.tables import collect
+    from damcha_ts.leaderboard.dataset_results import collect
 
     folder = ROOT / "benchmarks" / "results"
     csv, committed = folder / "leaderboard.csv", (folder / "LEADERBOARD.md").read_text(encoding="utf-8")
