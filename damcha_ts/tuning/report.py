@@ -10,13 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from damcha_ts.files import save_figure, write_atomically
-
-if TYPE_CHECKING:
-    from damcha_ts.tuning.space import SearchSpec
-    from damcha_ts.tuning.study import StudyResult
+from damcha_ts.tuning.launch import INVOCATIONS_ATTR
+from damcha_ts.tuning.result import StudyResult
+from damcha_ts.tuning.space import SearchSpec
+from damcha_ts.workqueue.queue import WORKER_ATTR
 
 REPORT_FILE = "report.md"
 HISTORY_PNG = "optimization_history.png"
@@ -224,7 +222,7 @@ def _draw_plots(trials, best_number: int | None, importances: dict[str, float], 
 
 def _overview_lines(study, search: SearchSpec, result: StudyResult, command: str | None) -> list[str]:
     """The title, the command and every invocation, how the study searches, and its trial counts."""
-    invocations = study.user_attrs.get("invocations", [])
+    invocations = study.user_attrs.get(INVOCATIONS_ATTR, [])
     pruner = ", ".join(f"{k}={v}" for k, v in search.pruner_arguments.items())
     return [
         f"# Optuna study `{result.study_name}`",
@@ -324,8 +322,6 @@ def _top_trial_lines(trials) -> list[str]:
 def _unfinished_trial_lines(trials) -> list[str]:
     """Every trial still RUNNING or WAITING, with its state: a trial stuck RUNNING (its worker gone on
     a storage without heartbeats, or not yet past the grace period) is seen, not left out."""
-    from damcha_ts.workqueue.queue import WORKER_ATTR
-
     unfinished = [t for t in trials if not t.state.is_finished()]
     if not unfinished:
         return []

@@ -19,58 +19,36 @@ Flow of :func:`run_study` (what ``damcha-ts tune`` calls):
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
-import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically
-from damcha_ts.tuning.objective import LAUNCH_ATTR
-from damcha_ts.workqueue.queue import new_launch_token
+from damcha_ts.tuning.launch import (
+    launch_finished,
+    open_study,
+    queue_launch,
+    record_invocation,
+    release_unstarted,
+    replace_failed,
+)
+from damcha_ts.tuning.objective import LAUNCH_ATTR, BaseConfig, TrialObjective, jsonable, one_device_per_run
+from damcha_ts.tuning.report import export_best_config, write_report
+from damcha_ts.tuning.result import StudyResult, summarize
 from damcha_ts.tuning.space import SearchSpec, load_search_spec, parse_search_spec
+from damcha_ts.workqueue.launcher import run_workers
+from damcha_ts.workqueue.queue import StudyQueue, Superseded, new_launch_token
 from damcha_ts.workqueue.storage import display_url, open_storage, refuse_read_only, resolve_storage_url
 
 DEFAULT_OUT_ROOT = Path("runs") / "tune"
 BEST_CONFIG_FILE = "best_config.yaml"
 SUMMARY_FILE = "summary.json"
 WORKERS_DIR = "workers"
-# Study attributes that pin what a stored study means, so a rerun cannot silently mix setups.
-_PINNED_ATTRS = ("base_config_hash", "search_hash")
-# The index in the search file's ``points`` of a trial queued from it.
-POINT_ATTR = "search_point"
-
-
-@dataclass
-class StudyResult:
-    """What a study run leaves behind (``--json`` prints :meth:`to_json`)."""
-
-    study_name: str
-    storage: str
-    out_dir: str
-    n_trials: int
-    n_complete: int
-    n_pruned: int
-    n_failed: int
-    n_running: int
-    best_value: float | None
-    best_params: dict
-    best_trial: int | None
-    best_config: str | None = None
-    report: str | None = None
-    n_added: int = 0  # COMPLETE + PRUNED trials this launch's workers added
-    tuned: dict | None = None  # the best config retrained: val_mse, test mse/mae, ...
-    default: dict | None = None  # the base config, trained the same way (--compare-default)
-    worker_exit_codes: list[int] = field(default_factory=list)
-    n_waiting: int = 0  # queued, not started (a stopped launch's trials, ones enqueued by hand)
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def log(message: str) -> None:
@@ -123,8 +101,6 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
     import optuna
     from optuna.trial import TrialState
 
-    from damcha_ts.workqueue.queue import StudyQueue, Superseded
-
     search = parse_search_spec(spec["search"], source=spec["search_source"])
     storage = open_storage(
         spec["storage"],
@@ -138,8 +114,6 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
         sampler=search.make_sampler(worker_seed(search.sampler_seed, spec["launch_token"], index)),
         pruner=search.make_pruner(),
     )
-    from damcha_ts.tuning.objective import BaseConfig, TrialObjective
-
     base = BaseConfig(spec["config"]["source"], spec["config"]["horizon"], tuple(spec["config"]["overrides"]))
     objective = TrialObjective(base, search, spec["out_dir"], trainer_kwargs=spec.get("trainer_kwargs"),
                                launch_token=spec["launch_token"])
@@ -165,18 +139,8 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
             finished += 1
         else:
             failed += 1
-            _replace_failed(study, trial, token, int(spec["n_trials"]))
+            replace_failed(study, trial, token, int(spec["n_trials"]))
     return {"finished": finished, "failed": failed}
-
-
-def _replace_failed(study, trial, token: int, n_trials: int) -> None:
-    """A failed trial of the launch is replaced by a new one, so the launch still adds ``n_trials``;
-    not forever: once the launch has failed ``n_trials`` times, no more."""
-    from optuna.trial import TrialState
-
-    fails = sum(t.user_attrs.get(LAUNCH_ATTR) == token for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-    if fails <= n_trials:
-        study.enqueue_trial({}, user_attrs={LAUNCH_ATTR: token})
 
 
 def evaluate_config(
@@ -196,8 +160,6 @@ def evaluate_config(
             record = {}
         if record.get("key") == json.loads(json.dumps(key, default=str)):
             return record["metrics"]
-    from damcha_ts.tuning.objective import one_device_per_run
-
     result = run_experiment(
         run, out_dir, evaluate_test=True, trainer_kwargs=one_device_per_run(resolved, trainer_kwargs or {}),
         progress=progress,
@@ -213,66 +175,6 @@ def evaluate_config(
     }
     write_atomically(record_path, json.dumps({"key": key, "metrics": metrics}, indent=2, default=str))
     return metrics
-
-
-def decoded_params(search: SearchSpec, params: Mapping[str, Any]) -> dict:
-    """Trial parameters as config values (list choices back from their JSON text)."""
-    by_path = {p.path: p for p in search.params}
-    return {k: by_path[k].decode(v) if k in by_path else v for k, v in params.items()}
-
-
-def open_study(name: str, url: str, spec: SearchSpec, pins: Mapping[str, str]):
-    """Create or load the study, and refuse to resume it under another setup.
-
-    ``pins`` (hashes of the base config and of the search space + trainer arguments) are stored on
-    a new study and compared on every later launch, so a rerun never mixes incomparable trials.
-    A killed worker's trial from an earlier launch is marked FAILED (and queued again) here.
-    """
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = open_storage(
-        url,
-        heartbeat_interval=spec.heartbeat_interval,
-        grace_period=spec.grace_period,
-        max_retry=spec.max_retry,
-    )
-    study = optuna.create_study(
-        study_name=name,
-        storage=storage,
-        direction="minimize",
-        load_if_exists=True,
-        sampler=spec.make_sampler(),
-        pruner=spec.make_pruner(),
-    )
-    for key in _PINNED_ATTRS:
-        stored = study.user_attrs.get(key)
-        if stored is None:
-            study.set_user_attr(key, pins[key])
-        elif stored != pins[key]:
-            what = (
-                "base config (--config/--set/--horizon)"
-                if key == "base_config_hash"
-                else "search space or trainer arguments"
-            )
-            raise ConfigError(
-                f"study {name!r} in {display_url(url)} was created with another {what}; "
-                "resume with the same one or pick a new --study-name"
-            )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
-    _queue_points(study, spec)
-    return study
-
-
-def _queue_points(study, spec: SearchSpec) -> None:
-    """Queue the search file's ``points`` not queued before (each once per study, in file order);
-    untagged, so the next launch takes them before the sampler's trials (``_queue_launch``)."""
-    queued = {t.user_attrs.get(POINT_ATTR) for t in study.get_trials(deepcopy=False)}
-    for index, point in enumerate(spec.points):
-        if index not in queued:
-            study.enqueue_trial(spec.encoded_point(point), user_attrs={POINT_ATTR: index})
 
 
 def run_study(
@@ -313,20 +215,18 @@ def run_study(
                     overrides=overrides, horizon=horizon, out_dir=out_dir, trainer_kwargs=trainer_kwargs)
     study = _open_pinned_study(setup)
     worker_spec = _new_launch(study, setup, trainer_kwargs, n_trials)
-    _record_invocation(study, worker_spec, command=command, workers=workers)
+    record_invocation(study, worker_spec, command=command, workers=workers)
     try:
         exit_codes = _run_trials(worker_spec, setup.out_dir, workers)
     except (KeyboardInterrupt, SystemExit):  # Lightning turns an interrupt in training into SystemExit
-        _release_unstarted(study, _open_storage(setup), worker_spec["launch_token"])
+        release_unstarted(study, _open_storage(setup), worker_spec["launch_token"])
         raise
 
     result = summarize(study, setup.spec, setup.url, setup.out_dir)
     result.worker_exit_codes = exit_codes
-    result.n_added = _finished(study, worker_spec["launch_token"])
+    result.n_added = launch_finished(study, worker_spec["launch_token"])
     if result.best_trial is not None:
         _export_and_test_best(study, result, setup, evaluate_test=evaluate_test, compare_default=compare_default)
-    from damcha_ts.tuning.report import write_report
-
     result.report = str(write_report(study, setup.spec, result, setup.out_dir, command=command))
     write_atomically(setup.out_dir / SUMMARY_FILE, json.dumps(result.to_json(), indent=2, default=str) + "\n")
     return result
@@ -352,8 +252,6 @@ def _set_up(
 ) -> _StudySetup:
     """Check the arguments, the search file and every search path against the base config, and
     the storage URL; then create the study folder."""
-    from damcha_ts.tuning.objective import BaseConfig
-
     if n_trials < 0 or workers < 1:
         raise ConfigError(f"--n-trials must be >= 0 and --workers >= 1 (got {n_trials}, {workers})")
     spec = search if isinstance(search, SearchSpec) else load_search_spec(search)
@@ -370,8 +268,6 @@ def _set_up(
 
 def _open_pinned_study(setup: _StudySetup):
     """The study, pinned to the hashes of the base config and of the space + trainer arguments."""
-    from damcha_ts.tuning.objective import jsonable
-
     pins = {
         "base_config_hash": _hash(setup.base_config),
         "search_hash": _hash({"space": setup.spec.raw.get("space"), "trainer": setup.trainer_kwargs}),
@@ -384,8 +280,6 @@ def _open_pinned_study(setup: _StudySetup):
 
 def _new_launch(study, setup: _StudySetup, trainer_kwargs: Mapping | None, n_trials: int) -> dict:
     """The spec this launch's workers run on (JSON data), with its trials queued in the study."""
-    from damcha_ts.tuning.objective import jsonable
-
     launch = len(study.get_trials(deepcopy=False))
     base = setup.base
     worker_spec = {
@@ -400,23 +294,10 @@ def _new_launch(study, setup: _StudySetup, trainer_kwargs: Mapping | None, n_tri
         "launch_token": new_launch_token(),
         "n_trials": n_trials,
     }
-    adopted = _queue_launch(study, _open_storage(setup), worker_spec["launch_token"], n_trials)
+    adopted = queue_launch(study, _open_storage(setup), worker_spec["launch_token"], n_trials)
     log(f"study {setup.name!r} in {display_url(setup.url)}: {launch} trials so far, adding {n_trials}"
         + (f" ({adopted} of them queued before)" if adopted else ""))
     return worker_spec
-
-
-def _release_unstarted(study, storage, token: int) -> None:
-    """An interrupted launch hands its trials that never started to the next launch (which takes
-    waiting trials without a launch first), instead of leaving them queued for nobody."""
-    from optuna.trial import TrialState
-
-    from damcha_ts.workqueue.queue import StudyQueue
-
-    queue = StudyQueue(study, storage)
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        if trial.user_attrs.get(LAUNCH_ATTR) == token:
-            storage.set_trial_user_attr(queue.trial_id(trial.number), LAUNCH_ATTR, None)
 
 
 def _open_storage(setup: _StudySetup):
@@ -425,53 +306,12 @@ def _open_storage(setup: _StudySetup):
                         max_retry=spec.max_retry)
 
 
-TAKEN_OVER_ATTR = "taken_over_at"  # when a launch took a waiting trial over (seconds since the epoch)
-
-
-def _queue_launch(study, storage, token: int, n_trials: int) -> int:
-    """Tag ``n_trials`` waiting trials with the launch's token: first those no launch has (enqueued by
-    hand, as Optuna users seed a study) or whose launch is over (the queued copy of a killed
-    worker's trial), then new empty ones the sampler fills. Returns how many were there before."""
-    from optuna.trial import TrialState
-
-    from damcha_ts.workqueue.queue import StudyQueue, heartbeat_interval
-
-    queue = StudyQueue(study, storage)
-    # A launch with a trial running is alive, and so is one that took a trial over within the grace
-    # period (its workers may still be starting): the copies of their killed workers' trials are theirs.
-    alive = {t.user_attrs.get(LAUNCH_ATTR) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
-    interval = heartbeat_interval(storage) or 60
-    recent = time.time() - 3 * interval  # a grace period's worth, as for a worker's heartbeat
-    untaken = [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-               if t.user_attrs.get(LAUNCH_ATTR) is None
-               or ("failed_trial" in t.system_attrs and t.user_attrs[LAUNCH_ATTR] not in alive
-                   and t.user_attrs.get(TAKEN_OVER_ATTR, 0) < recent)][:n_trials]
-    for trial in untaken:
-        queue.storage.set_trial_user_attr(queue.trial_id(trial.number), LAUNCH_ATTR, token)
-        queue.storage.set_trial_user_attr(queue.trial_id(trial.number), TAKEN_OVER_ATTR, time.time())
-    for _ in range(n_trials - len(untaken)):
-        study.enqueue_trial({}, user_attrs={LAUNCH_ATTR: token})
-    return len(untaken)
-
-
-def _record_invocation(study, worker_spec: Mapping, *, command: str | None, workers: int) -> None:
-    """The study's own history: a resumed study's report lists every launch that fed it, with the
-    token its workers' sampler seeds came from."""
-    history = list(study.user_attrs.get(INVOCATIONS_ATTR, []))
-    history.append({"command": command or "run_study() from Python", "trials_before": worker_spec["launch"],
-                    "n_trials": worker_spec["n_trials"], "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "launch_token": worker_spec["launch_token"], "workers": workers})
-    study.set_user_attr(INVOCATIONS_ATTR, history)
-
-
 def _run_trials(worker_spec: dict, out_dir: Path, workers: int) -> list[int]:
     """Run the launch's trials in this process (one worker) or in worker processes; returns their
     exit codes (none in this process)."""
     started = time.perf_counter()
     exit_codes: list[int] = []
     if worker_spec["n_trials"] > 0:
-        from damcha_ts.workqueue.launcher import run_workers
-
         exit_codes = run_workers("damcha_ts.tuning.worker", run_worker, worker_spec, out_dir / WORKERS_DIR, workers,
                                  tag=f"{worker_spec['launch']:05d}_{os.getpid()}", log=log)
     log(f"trials done in {time.perf_counter() - started:.1f} s")
@@ -482,8 +322,6 @@ def _export_and_test_best(
     study, result: StudyResult, setup: _StudySetup, *, evaluate_test: bool, compare_default: bool
 ) -> None:
     """Export the best trial's config as a run config; test it (and the base config) once."""
-    from damcha_ts.tuning.report import export_best_config
-
     # The trial summarize() chose, not study.best_trial: on a shared database another machine
     # may finish a better one in between, and the report and best_config.yaml must agree.
     best = next(t for t in study.get_trials(deepcopy=False) if t.number == result.best_trial)
@@ -499,42 +337,3 @@ def _export_and_test_best(
         result.default = evaluate_config(
             setup.base_config, setup.out_dir / "default_test", trainer_kwargs=setup.trainer_kwargs
         )
-
-
-# Study user attribute: [{"command", "trials_before", "n_trials", "started", "launch_token", "workers"}].
-INVOCATIONS_ATTR = "invocations"
-
-
-def _finished(study, launch_token: int) -> int:
-    """The launch's COMPLETE + PRUNED trials (what its ``n_trials`` counts); other launches' and
-    other machines' trials in a shared study are not its own."""
-    from optuna.trial import TrialState
-
-    finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    return sum(t.user_attrs.get(LAUNCH_ATTR) == launch_token for t in finished)
-
-
-def summarize(study, search: SearchSpec, url: str, out_dir: Path) -> StudyResult:
-    """Counts by state and the best trial, read back from the storage."""
-    from optuna.trial import TrialState
-
-    trials = study.get_trials(deepcopy=False)
-    count = {state: sum(t.state == state for t in trials) for state in TrialState}
-    complete = [
-        t for t in trials if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value)
-    ]
-    best = min(complete, key=lambda t: t.value) if complete else None
-    return StudyResult(
-        study_name=study.study_name,
-        storage=display_url(url),
-        out_dir=str(out_dir),
-        n_trials=len(trials),
-        n_complete=count[TrialState.COMPLETE],
-        n_pruned=count[TrialState.PRUNED],
-        n_failed=count[TrialState.FAIL],
-        n_running=count[TrialState.RUNNING],
-        n_waiting=count[TrialState.WAITING],
-        best_value=best.value if best else None,
-        best_params=decoded_params(search, best.params) if best else {},
-        best_trial=best.number if best else None,
-    )

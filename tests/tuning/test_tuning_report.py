@@ -26,8 +26,8 @@ def _study(with_trials: bool):
 
 def _write(tmp_path, with_trials: bool) -> str:
     from damcha_ts.tuning.report import write_report
+    from damcha_ts.tuning.result import StudyResult
     from damcha_ts.tuning.space import SearchSpec
-    from damcha_ts.tuning.study import StudyResult
 
     study = _study(with_trials)
     best = study.best_trial if with_trials else None

@@ -465,7 +465,7 @@ def test_sigterm_to_a_one_worker_launch_puts_its_trial_back(study_files, tmp_pat
 def test_a_launch_takes_over_only_what_no_live_launch_holds(tmp_path):
     """Trials queued by hand, and the queued copies of a dead launch's trials, count toward the next
     launch; the copy of a trial of a launch still running (another machine's) stays that launch's."""
-    from damcha_ts.tuning.study import _queue_launch
+    from damcha_ts.tuning.launch import queue_launch
     from damcha_ts.workqueue.queue import StudyQueue
     from damcha_ts.workqueue.storage import open_storage
 
@@ -478,11 +478,11 @@ def test_a_launch_takes_over_only_what_no_live_launch_holds(tmp_path):
     for token in (111, 222):  # a queued copy of a killed worker's trial of each launch; 222 is over
         study.add_trial(optuna.trial.create_trial(state=TrialState.WAITING, user_attrs={"launch_token": token},
                                                   system_attrs={"failed_trial": 0}))
-    assert _queue_launch(study, storage, 333, n_trials=4) == 2
+    assert queue_launch(study, storage, 333, n_trials=4) == 2
     owner = {t.number: t.user_attrs.get("launch_token") for t in study.get_trials(states=(TrialState.WAITING,))}
     assert owner == {0: 333, 2: 111, 3: 333, 4: 333, 5: 333}
     # A launch started at the same moment does not take back what 333 just took over.
-    assert _queue_launch(study, storage, 444, n_trials=1) == 0
+    assert queue_launch(study, storage, 444, n_trials=1) == 0
 
 
 def test_a_search_files_points_run_first_each_once_per_study(study_files, tmp_path):
