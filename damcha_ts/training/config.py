@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from damcha_ts.data.options import PROTOCOL_KEYS, READ_KEYS, split_options
 from damcha_ts.errors import ConfigError
 from damcha_ts.schema import SHIPPED_ROOT, coerce, plain_values, reject_unknown_keys, yaml_number
 from damcha_ts.training.config_files import (
@@ -157,8 +158,6 @@ class DataConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> DataConfig:
-        from damcha_ts.data.options import split_options
-
         values = dict(values)
         dataset = values.pop("dataset", None)
         if not dataset:
@@ -170,7 +169,7 @@ class DataConfig:
         return plain_values({"dataset": self.dataset, **self.protocol.keywords(), **self.read.given()})
 
     def prepare(self):
-        """The :class:`damcha_ts.data.SeriesData` this section describes."""
+        """The :class:`damcha_ts.data.panel.Panel` this section describes (one series: a panel of one)."""
         from damcha_ts.data import prepare
 
         return prepare(self.dataset, **self.protocol.keywords(), **self.read.keywords())
@@ -263,8 +262,6 @@ def _section_dict(section, complete: bool = False) -> dict:
 
 def _keys() -> dict[str, list[str]]:
     """Every key each section accepts (the data section's from its typed options)."""
-    from damcha_ts.data.options import PROTOCOL_KEYS, READ_KEYS
-
     return {
         "data": ["dataset", *PROTOCOL_KEYS, *READ_KEYS],
         "training": [f.name for f in dataclasses.fields(TrainingConfig)],

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from damcha_ts.errors import ConfigError
 from damcha_ts.schema import (
     SHIPPED_ROOT,
@@ -88,8 +90,6 @@ def _with_parents(raw: dict, folder: Path | None, chain: tuple[Path, ...], where
 
 def parse_override(text: str) -> tuple[tuple[str, str], Any]:
     """``"model.d_model=128"`` -> (("model", "d_model"), 128); values are YAML-parsed."""
-    import yaml
-
     if "=" not in text:
         raise ConfigError(f"override {text!r} must look like section.key=value")
     key, _, raw_value = text.partition("=")

@@ -11,8 +11,13 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
+from damcha_ts.data.protocol import scored_slice
+from damcha_ts.data.windows import keep_batch
 from damcha_ts.metrics import ErrorAccumulator
+from damcha_ts.models.base import Covariates
+from damcha_ts.models.quantiles import QuantileForecastModel
 
 
 @torch.no_grad()
@@ -30,9 +35,6 @@ def evaluate_loader(
         nonnegative: score forecasts clipped at 0 on the original scale, as a
             ``Forecaster(nonnegative=True)`` forecasts (needs ``scaler``).
     """
-    from damcha_ts.models.base import Covariates
-    from damcha_ts.models.quantiles import QuantileForecastModel
-
     device = torch.device(device) if device is not None else next(model.parameters()).device
     quantile_model = isinstance(model, QuantileForecastModel)
     was_training = model.training
@@ -85,10 +87,6 @@ def breakdowns(errors: ErrorAccumulator, columns: Sequence[str]) -> tuple[dict, 
 
 def split_loader(series, split: str, batch_size: int = 256):
     """Every window of ``split`` in order, nothing dropped, as gathered dict batches."""
-    from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
-
-    from damcha_ts.data.windows import keep_batch
-
     dataset = series.windows(split)
     order = BatchSampler(SequentialSampler(dataset), batch_size, drop_last=False)
     return DataLoader(dataset, batch_sampler=order, collate_fn=keep_batch)
@@ -100,6 +98,4 @@ def scored_scaler(series):
 
 
 def scored_columns(series) -> list[str]:
-    from damcha_ts.data.protocol import scored_slice
-
     return list(series.columns[scored_slice(series.features)])

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.models import build_model
+from damcha_ts.models.base import Covariates
 from damcha_ts.models.quantiles import pinball_loss
 from damcha_ts.training.config import TrainingConfig
 from damcha_ts.training.optim import TiedGradientClipping, adamw, lr_factor
@@ -115,8 +116,6 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
     def _covariates(batch: dict):
         """The batch's covariates (``past_covariates`` [B, L, P], ``future_covariates`` [B, L + H, F],
         ``static_covariates`` [B, S]) as a :class:`damcha_ts.models.base.Covariates`, or None."""
-        from damcha_ts.models.base import Covariates
-
         return Covariates.from_batch(batch)
 
     def _batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:

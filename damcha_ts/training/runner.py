@@ -97,7 +97,7 @@ class FitResult:
 
 
 def prepare_series(data_config: Mapping[str, Any]):
-    """The :class:`damcha_ts.data.SeriesData` a ``data`` config section describes."""
+    """The :class:`damcha_ts.data.panel.Panel` a ``data`` config section describes (one series: a panel of one)."""
     return DataConfig.from_dict(data_config).prepare()
 
 

@@ -61,15 +61,16 @@ def best_model(trained):
     state = torch.load(out / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
     model = build_model(config["model"])
     model.load_state_dict({k.removeprefix("model."): v for k, v in state["state_dict"].items()})
-    return model, prepare_series(config["data"]), state
+    return model, prepare_series(config["data"]).series[0], state
 
 
 def test_short_training_beats_the_window_mean_forecast_on_validation(trained, best_model):
     from damcha_ts.baselines import evaluate_naive
+    from damcha_ts.data.panel import Panel
 
     _, _, result = trained
     _, series, _ = best_model
-    naive = evaluate_naive(series, "window_mean", split="val")
+    naive = evaluate_naive(Panel.of(series), "window_mean", split="val")
     assert result["best_val_loss"] < 0.9 * naive["mse"], (result["best_val_loss"], naive["mse"])
 
 
@@ -173,7 +174,7 @@ def test_ms_setting_scores_the_target_only_with_gateformer(tmp_path, tiny_config
     result = run_experiment(config, tmp_path, progress=False, trainer_kwargs={"limit_train_batches": 3, "limit_val_batches": 2, **quiet})
     model = build_model(config["model"])
     model.load_state_dict(torch.load(tmp_path / "model" / "weights.pt", weights_only=True))
-    series = prepare_series(config["data"])
+    series = prepare_series(config["data"]).series[0]
     pred, true = reference_predictions(model, series, "test")
     assert result["mse"] == pytest.approx(np.mean((pred[..., -1] - true[..., -1]) ** 2), rel=1e-6)
     assert list(pd.read_csv(tmp_path / "metrics_per_variate.csv")["variate"]) == ["OT"]
