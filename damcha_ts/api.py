@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.data.covariates import covariate_settings
-from damcha_ts.data.layout import describe_input, input_columns, with_entity_col
+from damcha_ts.data.entity_column import with_entity_col
+from damcha_ts.data.layout import describe_input, input_columns
 from damcha_ts.data.options import PROTOCOL_KEYS, ReadOptions
 from damcha_ts.errors import ConfigError, plain_repr
 from damcha_ts.forecasting.history import (

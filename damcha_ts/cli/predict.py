@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     options = csv_options(args)
     future = None
     if args.future is not None:
-        from damcha_ts.data.frames import read_csv_frame
+        from damcha_ts.data.csv_files import read_csv_frame
 
         future = read_csv_frame(args.future, sep=options.get("sep", meta.input_options.get("sep")))
     if args.input is None:
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             )
         forecast = predict(predictor, future=future, level=level)
     else:
-        from damcha_ts.data.frames import read_csv_frame
+        from damcha_ts.data.csv_files import read_csv_frame
 
         # Read as a frame so that the forecast comes back in the file's own layout; errors about
         # it still name the file and line.
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 def _output_separator(source, given: str | None) -> str:
     """The delimiter of the history CSV (given, or detected from its header as when it is read); a comma
     when the history is no CSV file (a benchmark name, an array)."""
-    from damcha_ts.data.frames import csv_separator
+    from damcha_ts.data.csv_files import csv_separator
 
     if source is None or not Path(str(source)).expanduser().is_file():
         return given or ","

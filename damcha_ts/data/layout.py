@@ -4,6 +4,7 @@ and by ``damcha-ts fit`` (which saves it with the model)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from damcha_ts.data.csv_files import frame_label, read_csv_header
+from damcha_ts.data.frames import load_frame
 from damcha_ts.data.options import READ_KEYS
+from damcha_ts.data.registry import DataWarning
+from damcha_ts.data.table_shape import decide_layout
 
 # load_frame options that say how to read a history again at predict time: all but where a
 # benchmark's file lies.
@@ -25,7 +30,7 @@ def describe_input(data: Any, options: Mapping[str, Any]) -> tuple[str, dict]:
     """("wide" | "long" | "numpy", the options needed to read and write that layout again)."""
     if isinstance(data, np.ndarray):
         return "numpy", {k: options[k] for k in ("freq", "start", "columns") if options.get(k) is not None}
-    if isinstance(data, pd.DataFrame) or _is_user_file(data):
+    if isinstance(data, pd.DataFrame) or is_user_file(data):
         shape = _layout_of(data, options)
         # How the table was read beyond its layout: a predict on the same kind of file needs them too.
         read = {k: options[k] for k in ("date_format", "sep") if options.get(k) is not None}
@@ -47,8 +52,6 @@ def describe_input(data: Any, options: Mapping[str, Any]) -> tuple[str, dict]:
 
 def _layout_of(data: pd.DataFrame | str | Path, options: Mapping[str, Any]):
     """How load_frame reads this frame or CSV file with these options (its header decides)."""
-    from damcha_ts.data.frames import decide_layout, frame_label, read_csv_header
-
     if isinstance(data, pd.DataFrame):
         columns, label, time_index = [str(c) for c in data.columns], frame_label(data), isinstance(data.index, pd.DatetimeIndex)
     else:
@@ -63,40 +66,7 @@ def _layout_of(data: pd.DataFrame | str | Path, options: Mapping[str, Any]):
     )
 
 
-def with_entity_col(source: Any, options: Mapping[str, Any]) -> dict:
-    """``options`` (prepare's keywords) with ``entity_col`` set when ``source`` is a table of many
-    series, or checked when given: :func:`damcha_ts.data.frames.decide_entities` decides, for the
-    Forecaster and the command line alike. Other sources (benchmarks, arrays) keep their options."""
-    from damcha_ts.data.frames import LONG_COLUMNS, decide_entities, frame_label
-
-    if isinstance(source, pd.DataFrame):
-        table, label = source, frame_label(source)
-    elif _is_user_file(source):
-        table = label = Path(source).expanduser()
-    else:
-        return dict(options)
-    named = []
-    for key in ("past_covariates", "future_covariates"):
-        given = options.get(key) or []
-        named += [given] if isinstance(given, str) else list(given)
-    static = options.get("static_covariates") or []
-    entity_col = decide_entities(
-        table, str(label), entity_col=options.get("entity_col"), covariates=named,
-        static=[static] if isinstance(static, str) else static,
-        **{key: options[key] for key in ("sep", "time_col", "layout", "id_col", "value_col", "ignore")
-           if options.get(key) is not None},
-    )
-    if entity_col is None:
-        return dict(options)
-    resolved = {**options, "entity_col": entity_col}
-    if entity_col == options.get("id_col") or (options.get("id_col") is None
-                                               and entity_col in {ids for ids, _ in LONG_COLUMNS}):
-        # A long table's ids name the entities: each entity's own table is wide.
-        resolved = {k: v for k, v in resolved.items() if k not in ("id_col", "layout")}
-    return resolved
-
-
-def _is_user_file(data: Any) -> bool:
+def is_user_file(data: Any) -> bool:
     return isinstance(data, (str, Path)) and Path(data).expanduser().is_file()
 
 
@@ -111,7 +81,7 @@ def _input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:
     if isinstance(data, np.ndarray):
         names = options.get("columns")
         return [str(c) for c in names] if names is not None else [str(i) for i in range(np.atleast_2d(data.T).shape[0])]
-    if isinstance(data, pd.DataFrame) or _is_user_file(data):
+    if isinstance(data, pd.DataFrame) or is_user_file(data):
         shape = _layout_of(data, options)
         if shape.kind == "wide":
             return shape.variates  # the header lists the variates in order
@@ -122,11 +92,6 @@ def _input_columns(data: Any, options: Mapping[str, Any], series) -> list[str]:
     if options.get("entity_col"):
         return list(series.history_columns)  # a long file of entities: each one's ids, in model order
     # A long file (its ids in order of first appearance) or a benchmark fitted on its target alone.
-    import warnings
-
-    from damcha_ts.data import load_frame
-    from damcha_ts.data.registry import DataWarning
-
     load_options = {k: v for k, v in options.items() if k in INPUT_OPTIONS or k in ("path", "fill", "allow_irregular")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)  # said when the series was prepared from this same data

@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.data.entities import check_entities, check_scaler, entity_errors, id_dtype_of, split_entities
-from damcha_ts.data.frames import Source, frame_label, read_csv_frame, series_name
-from damcha_ts.data.layout import with_entity_col
+from damcha_ts.data.csv_files import frame_label, read_csv_frame
+from damcha_ts.data.entity_column import with_entity_col
+from damcha_ts.data.frames import Source, series_name
 from damcha_ts.data.protocol import SPLITS, SeriesData, check_arguments, prepare_series, train_on_train_and_val
 from damcha_ts.data.scaling import StandardScaler
 from damcha_ts.errors import ConfigError, DataError
@@ -200,7 +201,7 @@ def prepare(
     **load_options,
 ) -> Panel:
     """Load ``source`` and apply the protocol: the one entry point for benchmark and user data, and
-    the one place that decides one series or many entities (:func:`damcha_ts.data.layout.with_entity_col`).
+    the one place that decides one series or many entities (:func:`damcha_ts.data.entity_column.with_entity_col`).
 
     The protocol's options are :func:`damcha_ts.data.protocol.prepare_series`'s (``load_options``:
     ``path``, ``time_col``, ``freq``, ``layout``...). ``entity_col`` names the column of a table

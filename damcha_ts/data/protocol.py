@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.data.covariates import CovariateSeries, covariate_names, scale_covariates, take_covariates
-from damcha_ts.data.frames import Source, check_freq, frame_info, load_frame
+from damcha_ts.data.frames import Source, frame_info, load_frame
+from damcha_ts.data.time_index import check_freq
 from damcha_ts.data.options import check_features, check_size
 from damcha_ts.data.registry import SPLIT_KINDS, get_spec
 from damcha_ts.data.scaling import StandardScaler

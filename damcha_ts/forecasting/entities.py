@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from damcha_ts.data.csv_files import frame_label, read_csv_frame
 from damcha_ts.data.entities import check_entities, entity_errors, split_entities, typed_ids
 from damcha_ts.errors import ConfigError
 
@@ -35,8 +36,6 @@ def entity_tables(meta, data: Any, label: str = "data") -> dict[str, pd.DataFram
     """``data`` (a frame or CSV with the model's entity column) cut into one table per entity. Its
     static covariate columns, when there, must hold the values the model was fitted with (they are
     part of the model; a changed value is an error, never ignored)."""
-    from damcha_ts.data.frames import frame_label, read_csv_frame
-
     if isinstance(data, pd.DataFrame):
         table, label = data, frame_label(data)
     else:

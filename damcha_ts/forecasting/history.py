@@ -35,7 +35,7 @@ def future_values(meta, future: Any, timestamps: pd.DatetimeIndex) -> np.ndarray
     ``predict(future=frame)``: a wide frame indexed by those timestamps (or with a time column), one
     column per future covariate. None when the model has none and none is given; a DataError naming
     what is wrong otherwise (missing frame, columns, rows or timestamps, values)."""
-    from damcha_ts.data.frames import TIME_COLUMN_NAMES
+    from damcha_ts.data.table_shape import TIME_COLUMN_NAMES
 
     names = list(getattr(meta, "future_covariates", []))
     if future is None:

@@ -21,7 +21,8 @@ import yaml
 from lightning.fabric.utilities.rank_zero import rank_zero_info, rank_zero_only
 
 from damcha_ts.data import ForecastDataModule
-from damcha_ts.data.layout import describe_input, input_columns, with_entity_col
+from damcha_ts.data.entity_column import with_entity_col
+from damcha_ts.data.layout import describe_input, input_columns
 from damcha_ts.data.registry import DataWarning
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically

@@ -23,7 +23,7 @@ import pytest
 from matrix import Case, check_case, fit_argv, hourly_frame, run_cli, write_csv
 
 from damcha_ts.data import DataWarning, load_frame, prepare
-from damcha_ts.data.frames import read_csv_frame
+from damcha_ts.data.csv_files import read_csv_frame
 from damcha_ts.errors import DataError
 
 # data info on a 400-row hourly file needs windows shorter than the default 96 + 96.
@@ -255,7 +255,7 @@ def test_matrix(case, tmp_path, trained_run):
 
 
 def test_one_rule_decides_the_layout_for_reading_and_for_saving(tmp_path):
-    from damcha_ts.data.frames import decide_layout
+    from damcha_ts.data.table_shape import decide_layout
     from damcha_ts.data.layout import describe_input
 
     long = _long_frame()

@@ -1,5 +1,5 @@
 """Tables of many series (issue 32): whether a frame or CSV is one series or many entities is decided
-in one place (``frames.decide_entities``), the same for ``damcha-ts fit`` and ``Forecaster.fit``.
+in one place (``entity_column.decide_entities``), the same for ``damcha-ts fit`` and ``Forecaster.fit``.
 
 A ``unique_id`` column, an entity column given, or a text column repeated over repeated timestamps
 names the series: each is then an entity, read on its own (its own length and start: ragged
@@ -194,7 +194,7 @@ def test_a_long_table_with_covariates_inside_each_entity_is_refused_before_train
 
 def test_the_command_line_and_the_forecaster_decide_alike(tmp_path):
     """One rule for a frame and for its CSV (what the CLI reads): the same entity column or none."""
-    from damcha_ts.data.layout import with_entity_col
+    from damcha_ts.data.entity_column import with_entity_col
 
     frames = {
         "neuralforecast": (neuralforecast_frame(), {}, "unique_id"),
@@ -213,7 +213,7 @@ def test_the_command_line_and_the_forecaster_decide_alike(tmp_path):
 
 
 def test_decide_entities_rules():
-    from damcha_ts.data.frames import decide_entities
+    from damcha_ts.data.entity_column import decide_entities
 
     columns = ["id", "date", "value"]
     wide = store_table().query("store == 'a'").drop(columns="store")
