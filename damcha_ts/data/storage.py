@@ -160,25 +160,7 @@ def locate_dataset(name: str | DatasetSpec, path: str | os.PathLike | None = Non
     """
     spec = get_spec(name)
     if path is not None:
-        given = Path(path).expanduser()
-        if given.is_dir():
-            found = [c for c in _candidates(spec, given) if c.is_file()]
-            if not found:
-                listed = ", ".join(str(c) for c in _candidates(spec, given))
-                raise DatasetNotFoundError(f"{spec.name}: none of {listed} exists. {how_to_provide(spec)}")
-            # The first copy that verifies (a bad ETTh1.csv must not hide a good ETTh1.csv.gz).
-            for candidate in found[:-1]:
-                try:
-                    verify_file(candidate, spec)
-                    return candidate
-                except ChecksumError as exc:
-                    warnings.warn(f"{exc} Looking further.", DataWarning, stacklevel=2)
-            given = found[-1]
-        elif not given.is_file():
-            raise DatasetNotFoundError(f"{spec.name}: no such file: {given}. {how_to_provide(spec)}")
-        verify_file(given, spec)
-        return given
-
+        return _at_given_path(spec, Path(path).expanduser())
     searched: list[str] = []
     rejected: list[ChecksumError] = []
     for label, directory in _search_dirs():
@@ -214,6 +196,27 @@ def locate_dataset(name: str | DatasetSpec, path: str | os.PathLike | None = Non
         raise ChecksumError(message + "\nFiles rejected for a wrong checksum:\n  " + "\n  ".join(map(str, rejected)),
                             rejected=tuple(rejected))
     raise DatasetNotFoundError(message)
+
+
+def _at_given_path(spec: DatasetSpec, given: Path) -> Path:
+    """:func:`locate_dataset` with an explicit ``path``: the file itself, or the first copy in that
+    directory that verifies (a bad ETTh1.csv must not hide a good ETTh1.csv.gz)."""
+    if given.is_dir():
+        found = [c for c in _candidates(spec, given) if c.is_file()]
+        if not found:
+            listed = ", ".join(str(c) for c in _candidates(spec, given))
+            raise DatasetNotFoundError(f"{spec.name}: none of {listed} exists. {how_to_provide(spec)}")
+        for candidate in found[:-1]:
+            try:
+                verify_file(candidate, spec)
+                return candidate
+            except ChecksumError as exc:
+                warnings.warn(f"{exc} Looking further.", DataWarning, stacklevel=3)  # locate_dataset's caller
+        given = found[-1]
+    elif not given.is_file():
+        raise DatasetNotFoundError(f"{spec.name}: no such file: {given}. {how_to_provide(spec)}")
+    verify_file(given, spec)
+    return given
 
 
 @contextlib.contextmanager
