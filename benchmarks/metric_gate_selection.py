@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 
 from damcha_ts.tuning import run_study
-from damcha_ts.tuning.space import load_search_spec
+from damcha_ts.tuning.search_file import load_search_spec
 from damcha_ts.files import write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -40,7 +40,7 @@ def test_installed_wheel_resolves_configs_by_name_outside_the_checkout(wheel, tm
     probe = (
         "import json, damcha_ts\n"
         "from damcha_ts.training import load_run_config\n"
-        "from damcha_ts.tuning.space import load_search_spec\n"
+        "from damcha_ts.tuning.search_file import load_search_spec\n"
         "config = load_run_config('itransformer_damcha/etth1', horizon=336)\n"
         "load_search_spec('itransformer_damcha_etth1')\n"
         "print(json.dumps({'package': damcha_ts.__file__, 'd_model': config['model']['d_model']}))\n"

@@ -5,18 +5,19 @@
                        n_trials=30, workers=2)
     print(result.best_value, result.best_params, result.best_config)
 
-Modules: :mod:`~damcha_ts.tuning.space` (search files), :mod:`~damcha_ts.workqueue.storage`
-(SQLite / database URL / journal file), :mod:`~damcha_ts.tuning.objective` (one trial),
-:mod:`~damcha_ts.tuning.launch` (the study in its storage, launch by launch),
-:mod:`~damcha_ts.tuning.study` (workers, resume, export, test once), :mod:`~damcha_ts.tuning.result`
-and :mod:`~damcha_ts.tuning.report`.
+Modules: :mod:`~damcha_ts.tuning.search_file` (search files), :mod:`~damcha_ts.tuning.space`
+(parameters, sampling), :mod:`~damcha_ts.workqueue.storage` (SQLite / database URL / journal file),
+:mod:`~damcha_ts.tuning.objective` (one trial), :mod:`~damcha_ts.tuning.launch` (the study in its
+storage, launch by launch), :mod:`~damcha_ts.tuning.study` (workers, resume, export, test once),
+:mod:`~damcha_ts.tuning.result` and :mod:`~damcha_ts.tuning.report`.
 Optuna, torch and matplotlib are imported only when a study runs.
 """
 
 from __future__ import annotations
 
 from damcha_ts.tuning.result import StudyResult
-from damcha_ts.tuning.space import ParamSpec, SearchSpec, load_search_spec, parse_search_spec
+from damcha_ts.tuning.search_file import load_search_spec, parse_search_spec
+from damcha_ts.tuning.space import ParamSpec, SearchSpec
 from damcha_ts.tuning.study import run_study, run_worker
 from damcha_ts.workqueue.storage import open_storage, resolve_storage_url
 

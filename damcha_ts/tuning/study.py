@@ -40,7 +40,8 @@ from damcha_ts.tuning.launch import (
 from damcha_ts.tuning.objective import LAUNCH_ATTR, BaseConfig, TrialObjective, jsonable, one_device_per_run
 from damcha_ts.tuning.report import export_best_config, write_report
 from damcha_ts.tuning.result import StudyResult, summarize
-from damcha_ts.tuning.space import SearchSpec, load_search_spec, parse_search_spec
+from damcha_ts.tuning.search_file import load_search_spec, parse_search_spec
+from damcha_ts.tuning.space import SearchSpec
 from damcha_ts.workqueue.launcher import run_workers
 from damcha_ts.workqueue.queue import StudyQueue, Superseded, new_launch_token
 from damcha_ts.workqueue.storage import display_url, open_storage, refuse_read_only, resolve_storage_url
