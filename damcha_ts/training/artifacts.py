@@ -248,15 +248,8 @@ def load_model_dir(directory: str | Path, map_location: str | torch.device = "cp
         model = _quantile_model(model, quantiles, meta, directory)
     if isinstance(map_location, (str, torch.device)):  # torch.load also takes a mapping or a function
         model = model.to(map_location)
-    return LoadedModel(
-        model=model,
-        meta=meta,
-        training=document["training"],
-        metrics=document["metrics"],
-        history_values=history_values,
-        history_timestamps=history_stamps,
-        calibration=calibration,
-    )
+    return LoadedModel(model=model, meta=meta, training=document["training"], metrics=document["metrics"],
+                       history_values=history_values, history_timestamps=history_stamps, calibration=calibration)
 
 
 def _quantile_model(model: torch.nn.Module, quantiles, meta: SeriesMeta, directory: Path) -> torch.nn.Module:
@@ -438,12 +431,8 @@ def _check_state_matches(model: torch.nn.Module, state: Mapping, path: Path) -> 
         for k, v in expected.items()
         if k in state and tuple(state[k].shape) != tuple(v.shape)
     ]
-    if missing or unexpected or reshaped:
-        parts = []
-        if missing:
-            parts.append(f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-        if unexpected:
-            parts.append(f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
-        if reshaped:
-            parts.append(f"shape mismatch {reshaped[:3]}{' ...' if len(reshaped) > 3 else ''}")
+    parts = [f"{what} {names[:shown]}{' ...' if len(names) > shown else ''}"
+             for what, names, shown in (("missing", missing, 5), ("unexpected", unexpected, 5),
+                                        ("shape mismatch", reshaped, 3)) if names]
+    if parts:
         raise ConfigError(f"{path} does not match the model config in {META_FILE}: " + "; ".join(parts))

@@ -196,16 +196,9 @@ def _with_best_weights(trainer: L.Trainer, module: ForecastModule, datamodule) -
         module.load_state_dict(state["state_dict"])
         best_epoch = int(state["epoch"])
     timer = next(c for c in trainer.callbacks if isinstance(c, EpochTimer))
-    return FitResult(
-        module=module,
-        trainer=trainer,
-        datamodule=datamodule,
-        best_checkpoint=best_path,
-        best_val_loss=best_val,
-        epochs_run=trainer.current_epoch,
-        best_epoch=best_epoch,
-        timing=timer.summary(),
-    )
+    return FitResult(module=module, trainer=trainer, datamodule=datamodule, best_checkpoint=best_path,
+                     best_val_loss=best_val, epochs_run=trainer.current_epoch, best_epoch=best_epoch,
+                     timing=timer.summary())
 
 
 def run_experiment(

@@ -95,14 +95,8 @@ def _protocol_callbacks(
     return [
         # Without validation there is no "best": the last checkpoint is then trainer.checkpoint_callback.
         *([EarlyStopping(monitor="val_loss", mode="min", patience=training.patience),
-           FolderCheckpoint(  # first, so that it is trainer.checkpoint_callback
-               dirpath=out_dir / CHECKPOINT_DIR,
-               filename="best",
-               monitor="val_loss",
-               mode="min",
-               save_top_k=1,
-               enable_version_counter=False,
-           )] if validate else []),
+           FolderCheckpoint(dirpath=out_dir / CHECKPOINT_DIR, filename="best", monitor="val_loss", mode="min",
+                            save_top_k=1, enable_version_counter=False)] if validate else []),
         # last.ckpt after every epoch. Lightning's save_last=True writes it only in epochs that also
         # write a best checkpoint, so a resume would redo every epoch since the best one.
         FolderCheckpoint(dirpath=out_dir / CHECKPOINT_DIR, filename="last", save_top_k=1, enable_version_counter=False),
