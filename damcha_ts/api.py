@@ -216,7 +216,7 @@ class Forecaster:
         The windows must be ones the model did not train on: ``split="train"``, and ``"val"`` after
         ``fit(refit=True)``, are refused (ConfigError; a refit model keeps its first pass's calibration).
         """
-        from damcha_ts.forecasting.intervals import calibrate, refuse_trained_split
+        from damcha_ts.forecasting.window_scores import calibrate, refuse_trained_split
 
         predictor = self._predictor("calibrate")
         refit = bool(self.fit_result_.get("refit"))
@@ -581,7 +581,7 @@ def _validation_calibration(forecaster: Forecaster, series, model):
     """The calibration (forecasting/intervals.py) of ``model``, trained on the train split of
     ``series``, on its validation windows; None when it has none."""
     from damcha_ts.forecasting import Predictor
-    from damcha_ts.forecasting.intervals import calibrate
+    from damcha_ts.forecasting.window_scores import calibrate
     from damcha_ts.training.metadata import SeriesMeta
 
     if series.window_count("val") < 1:

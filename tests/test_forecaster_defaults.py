@@ -130,7 +130,8 @@ def test_nonnegative_clips_forecasts_quantiles_and_intervals_and_is_saved(daily_
     assert scores["mse_inverse"] < unclipped["mse_inverse"] and scores["windows"] == unclipped["windows"]
     assert model.predict(level=80).to_numpy().min() >= 0
     # Intervals are scored as predict gives them, clipped: against a slow reference of clipped bands.
-    from damcha_ts.forecasting.intervals import interval, split_forecasts
+    from damcha_ts.forecasting.intervals import interval
+    from damcha_ts.forecasting.window_scores import split_forecasts
 
     predictor, widths, covered = model.predictor, [], []
     for point, quantile_values, truth in split_forecasts(predictor, model._series.series[0], "test"):

@@ -180,7 +180,7 @@ def calibrate_saved_model(out_dir: Path, series, batch_size: int) -> None:
     ``series``) to ``out_dir/model`` (forecasting/intervals.py; the runner, in the training layer,
     saves without)."""
     from damcha_ts.forecasting import Predictor
-    from damcha_ts.forecasting.intervals import calibrate
+    from damcha_ts.forecasting.window_scores import calibrate
     from damcha_ts.training.artifacts import add_calibration, model_directory
 
     if series.window_count("val") < 1:

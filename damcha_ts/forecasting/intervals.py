@@ -3,10 +3,10 @@
 ``predict(level=[80, 95])``, ``backtest(level=...)``, ``evaluate(level=...)``, ``plot(level=...)`` and
 ``damcha-ts predict --level 80 95`` all go through this module:
 
-* :func:`calibrate` forecasts windows of a split the model was not trained on (``"val"``: the
+* :func:`~damcha_ts.forecasting.window_scores.calibrate` forecasts windows of a split the model was not trained on (``"val"``: the
   validation split early stopping watched) through the :class:`~damcha_ts.forecasting.Predictor`,
   on the raw scale, and keeps per (window, horizon step, output variate) conformity scores in a
-  :class:`Calibration` (never on windows the model trained on, :func:`refuse_trained_split`; a
+  :class:`Calibration` (never on windows the model trained on, :func:`~damcha_ts.forecasting.window_scores.refuse_trained_split`; a
   model fitted with ``refit=True``, which trains on the validation windows too, keeps the scores
   its first pass had there, before the refit):
 
@@ -54,7 +54,7 @@ see :mod:`damcha_ts.training.artifacts`). At most :data:`MAX_WINDOWS` windows, e
 the split, are kept, fewer for wide data so that the scores stay within :data:`MAX_SCORES` numbers
 (but never fewer than :data:`MIN_WINDOWS`).
 
-Many entities (data/entities.py): one calibration pools the validation windows of every entity,
+Many entities (data/panel.py): one calibration pools the validation windows of every entity,
 each entity's scores divided by its scaler's scale (:func:`score_unit`), so that stores of 10 and
 of 1000 units share one set of scores; an entity's interval multiplies them back by its scale.
 """
@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,55 +267,6 @@ class Calibration:
                 "cqr_levels": [pair_level(p) for p in self.pairs]}
 
 
-def trained_splits(refit: bool) -> tuple[str, ...]:
-    """The splits of its data whose windows a fitted model trained on: ``train``, and ``val`` too
-    after ``fit(refit=True)``."""
-    return ("train", "val") if refit else ("train",)
-
-
-def refuse_trained_split(split: str, refit: bool) -> None:
-    """ConfigError when ``split`` is one the model trained on (:func:`trained_splits`): residuals
-    there are smaller than on new data, so intervals calibrated on them would cover less than their
-    level. :func:`calibrate` applies it, so every calibration does (``Forecaster.calibrate``, and the
-    first pass of ``fit`` and of ``cross_validation``'s window models)."""
-    if split not in trained_splits(refit):
-        return
-    why = ("fit(refit=True) trained this model on the validation windows too" if split == "val"
-           else "every model trains on the windows of its train split")
-    splits = "split='test'" if refit else "split='val' (the default) or split='test'"
-    keeps = "; fit already kept the calibration of its first pass, made before the refit" if refit else ""
-    raise ConfigError(
-        f"calibrate(split={split!r}): {why}, where its errors are smaller than on new data, so intervals "
-        f"calibrated there would cover less than their level; calibrate on windows it did not train on: "
-        f"{splits}, of this data or of held-out data{keeps}"
-    )
-
-
-def calibrate(predictor, series, split: str = "val", *, refit: bool = False, batch_size: int = 256,
-              max_windows: int = MAX_WINDOWS) -> Calibration:
-    """The :class:`Calibration` of ``predictor`` on the windows of ``split`` of a prepared
-    panel ``series`` (:func:`damcha_ts.data.prepare`; its columns, lookback and horizon the model's).
-
-    Every window is forecast through ``predictor`` from its raw values (the predictor's saved
-    scaler and time marks, as ``predict`` does), up to ``max_windows`` of them evenly spaced over
-    the split (fewer for wide data, see the module docstring). ``refit``: the model was fitted with
-    ``refit=True``; a split it trained on is refused (:func:`refuse_trained_split`)."""
-    refuse_trained_split(split, refit)
-    count = series.window_count(split)
-    if count < 1:
-        raise DataError(f"calibrate(): the {split} split of {series.name or 'the data'} holds no window")
-    pairs = level_pairs(predictor.quantiles)
-    cells = predictor.horizon * len(predictor.output_columns) * (1 + len(pairs))
-    keep = max(1, min(int(max_windows), max(MIN_WINDOWS, MAX_SCORES // cells)))
-    share = max(1, keep // len(series.entities))  # every entity's windows, in its own units (module docstring)
-    scores = []
-    for entity, rows in zip(series.entities, series.series):
-        one = predictor.for_entity(entity)
-        if rows.window_count(split) > 0:
-            scores.append(_scores(one, rows, split, share, batch_size) / score_unit(one))
-    return Calibration(scores=np.concatenate(scores, axis=1), pairs=pairs, split=split)
-
-
 def score_unit(predictor) -> np.ndarray | float:
     """What one unit of a calibration score is in the forecast's units: 1 for a single series; an
     entity's scaler scale of each output column for a many-entity model (module docstring)."""
@@ -327,51 +278,7 @@ def score_unit(predictor) -> np.ndarray | float:
     return np.asarray(meta.scaler_scale, dtype=np.float64)[scored_slice(meta.features)]
 
 
-def _scores(predictor, series, split: str, keep: int, batch_size: int) -> np.ndarray:
-    """Conformity scores [1 + P, windows, H, C_out] of at most ``keep`` windows of ``split``, evenly spaced."""
-    pairs = level_pairs(predictor.quantiles)
-    count = series.window_count(split)
-    windows = np.unique(np.linspace(0, count - 1, min(count, keep)).round().astype(np.int64))
-    kinds = []
-    for point, quantile_values, truth in split_forecasts(predictor, series, split, windows=windows,
-                                                         batch_size=batch_size):
-        batch = [np.abs(truth - point)]
-        for low, high in pairs:
-            lo, hi = quantile_values[:, _index(predictor.quantiles, low)], quantile_values[:, _index(predictor.quantiles, high)]
-            batch.append(np.maximum(lo - truth, truth - hi))
-        kinds.append(np.stack(batch))
-    return np.concatenate(kinds, axis=1)
-
-
-def split_forecasts(predictor, series, split: str, *, windows: np.ndarray | None = None,
-                    batch_size: int = 256) -> Iterator[tuple[np.ndarray, np.ndarray | None, np.ndarray]]:
-    """Batches ``(point [B, H, C_out], quantile values [B, Q, H, C_out] or None, truth [B, H, C_out])``
-    of the windows of ``split`` (all, or the positions ``windows``), raw scale, in order."""
-    from damcha_ts.data.protocol import scored_slice
-
-    if (series.seq_len, series.pred_len) != (predictor.lookback, predictor.horizon) or \
-            list(series.history_columns) != list(predictor.meta.history_columns):
-        raise DataError(
-            f"the series has lookback {series.seq_len}, horizon {series.pred_len} and columns "
-            f"{list(series.history_columns)}; the model reads {predictor.lookback}, {predictor.horizon} and "
-            f"{list(predictor.meta.history_columns)}"
-        )
-    border1, _ = series.borders[split]
-    lookback, horizon = series.seq_len, series.pred_len
-    starts = np.arange(series.window_count(split)) if windows is None else np.asarray(windows, dtype=np.int64)
-    scored = scored_slice(series.features)
-    table, n_future = series.history_rows(), len(predictor.future_covariates)
-    for first in range(0, len(starts), max(1, int(batch_size))):
-        rows = border1 + starts[first : first + batch_size]
-        histories = np.stack([table[r : r + lookback] for r in rows])
-        stamps = [series.timestamps[r : r + lookback] for r in rows]
-        truth = np.stack([series.values[r + lookback : r + lookback + horizon] for r in rows])[..., scored]
-        future = np.stack([table[r + lookback : r + lookback + horizon, -n_future:] for r in rows]) if n_future else None
-        point, quantile_values = predictor.forecast(histories, stamps, future)
-        yield point, quantile_values, truth
-
-
-def _index(quantiles: Sequence[float], level: float) -> int:
+def quantile_index(quantiles: Sequence[float], level: float) -> int:
     return next(i for i, q in enumerate(quantiles) if abs(float(q) - level) < _TOLERANCE)
 
 
@@ -398,8 +305,8 @@ def interval(point: np.ndarray, calibration: Calibration, level: float, *, quant
     if quantile_values is None or quantiles is None:
         raise ConfigError(f"level={level_name(level)}: the calibration is CQR's for the quantile levels {list(pair)}; "
                           "pass the model's quantile forecasts (quantile_values=, quantiles=)")
-    low = np.asarray(quantile_values, dtype=np.float64)[..., _index(quantiles, pair[0]), :, :]
-    high = np.asarray(quantile_values, dtype=np.float64)[..., _index(quantiles, pair[1]), :, :]
+    low = np.asarray(quantile_values, dtype=np.float64)[..., quantile_index(quantiles, pair[0]), :, :]
+    high = np.asarray(quantile_values, dtype=np.float64)[..., quantile_index(quantiles, pair[1]), :, :]
     # A negative Q̂ that would cross the ends leaves both at the pair's midpoint; the midpoint does not
     # depend on Q̂, so that even rounding keeps bands nested. The band holds the median, which shrinking may leave.
     middle = (low + high) / 2.0
@@ -463,51 +370,3 @@ def with_intervals(predictor, forecast, levels: Sequence[float]):
     return dataclasses.replace(forecast, intervals=bounds)
 
 
-# ---------------------------------------------------------------------- scores
-def interval_scores(predictor, series, split: str, levels: Sequence[float], *, batch_size: int = 256) -> dict:
-    """Interval and quantile scores over every window of ``split`` (raw scale, through the
-    predictor as ``predict`` forecasts):
-
-    * ``coverage_<a>``: the fraction of (window, step, variate) cells whose truth lies in the
-      calibrated ``a`` % interval; ``width_<a>``: the interval's mean width;
-    * for a quantile model with the pair of ``a``: ``coverage_<a>_uncalibrated``, the same for the
-      raw quantile head ``[q̂_lo, q̂_hi]``;
-    * for a quantile model: ``pinball_loss``, the mean of ``ρ_τ(y − q̂_τ)`` over levels and cells
-      (as :func:`damcha_ts.models.quantiles.pinball_loss`), and ``wql``, the mean over levels of
-      ``Σ 2 ρ_τ / Σ |y|`` (GluonTS' ``mean_weighted_sum_quantile_loss``).
-    """
-    levels = check_levels(levels)
-    calibration = require_calibration(predictor, levels)
-    quantiles = predictor.quantiles
-    sums: dict[str, float] = {}
-    cells = 0
-    absolute = 0.0
-    pinball = None if quantiles is None else np.zeros(len(quantiles))
-    for point, quantile_values, truth in split_forecasts(predictor, series, split, batch_size=batch_size):
-        cells += truth.size
-        for level in levels:
-            name = level_name(level)
-            lo, hi = interval(point, calibration, level, quantile_values=quantile_values, quantiles=quantiles,
-                              unit=score_unit(predictor))
-            if getattr(predictor.meta, "nonnegative", False):  # scored as predict gives them
-                lo, hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
-            sums[f"coverage_{name}"] = sums.get(f"coverage_{name}", 0.0) + float(((truth >= lo) & (truth <= hi)).sum())
-            sums[f"width_{name}"] = sums.get(f"width_{name}", 0.0) + float((hi - lo).sum())
-            pair = calibration.pair(level)
-            if pair is not None:
-                raw_lo = quantile_values[:, _index(quantiles, pair[0])]
-                raw_hi = quantile_values[:, _index(quantiles, pair[1])]
-                key = f"coverage_{name}_uncalibrated"
-                sums[key] = sums.get(key, 0.0) + float(((truth >= raw_lo) & (truth <= raw_hi)).sum())
-        if quantiles is not None:
-            error = truth[:, None] - quantile_values  # u = y − q̂, [B, Q, H, C]
-            tau = np.asarray(quantiles).reshape(1, -1, 1, 1)
-            pinball += np.maximum(tau * error, (tau - 1.0) * error).sum(axis=(0, 2, 3))
-            absolute += float(np.abs(truth).sum())
-    if cells == 0:
-        raise DataError(f"the {split} split of {series.name or 'the data'} holds no window")
-    scores = {key: value / cells for key, value in sums.items()}
-    if quantiles is not None:
-        scores["pinball_loss"] = float(pinball.sum() / (cells * len(quantiles)))
-        scores["wql"] = float(np.mean(2.0 * pinball / absolute)) if absolute > 0 else float("nan")
-    return scores

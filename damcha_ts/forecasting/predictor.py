@@ -246,8 +246,9 @@ class Predictor:
         With ``levels`` (checked percentages, e.g. ``[80, 95]``) the calibrated intervals and the quantiles are
         scored too, on the raw scale through this predictor (its saved scaler):
         ``coverage_80``, ``width_80``, and for a quantile model ``coverage_80_uncalibrated``,
-        ``pinball_loss`` and ``wql`` (see :func:`damcha_ts.forecasting.intervals.interval_scores`)."""
-        from damcha_ts.forecasting.intervals import interval_scores, require_calibration
+        ``pinball_loss`` and ``wql`` (see :func:`damcha_ts.forecasting.window_scores.interval_scores`)."""
+        from damcha_ts.forecasting.intervals import require_calibration
+        from damcha_ts.forecasting.window_scores import interval_scores
         from damcha_ts.training.evaluation import evaluate_loader, scored_scaler, split_loader, summary
 
         require_calibration(self, levels)  # before any forecast

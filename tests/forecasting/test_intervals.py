@@ -19,8 +19,8 @@ from damcha_ts.forecasting.intervals import (
     conformal_quantile,
     interval,
     interval_column_name,
-    split_forecasts,
 )
+from damcha_ts.forecasting.window_scores import split_forecasts
 
 NOISE = 0.3  # the Gaussian noise of the synthetic series: sd
 LOOKBACK, HORIZON = 48, 12
