@@ -11,6 +11,7 @@ learned per-head metrics for DAMCHA models) is saved for the report's plots. A n
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import math
 import sys
@@ -19,9 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
+from damcha_ts.baselines import evaluate_naive
+from damcha_ts.data import prepare
 from damcha_ts.files import write_atomically
+from damcha_ts.leaderboard.environment import hardware_description, library_versions
 from damcha_ts.leaderboard.grid import Cell, LeaderboardGrid
+from damcha_ts.leaderboard.results import sample_path
 from damcha_ts.models.registry import model_spec
+from damcha_ts.training import RunConfig, config_hash
 
 # Naive baselines use the protocol's lookback (protocol.md §7), like every neural config here.
 NAIVE_SEQ_LEN = 96
@@ -55,8 +64,6 @@ def resolve_cell(cell: Cell, grid: LeaderboardGrid, runs_dir: Path) -> ResolvedC
     extra trainer settings. Device settings are not part of it, so a cell finished on a CPU counts
     as finished on a GPU machine too.
     """
-    from damcha_ts.training import RunConfig, config_hash
-
     grid_name = grid.relative_path
     if cell.is_naive:
         description = {
@@ -82,8 +89,6 @@ PROVENANCE_FILE = "provenance.json"
 
 
 def _provenance() -> dict:
-    from damcha_ts.leaderboard.environment import hardware_description, library_versions
-
     return {"versions": library_versions(), "hardware": hardware_description(), "timestamp": _now()}
 
 
@@ -118,9 +123,6 @@ def run_cell(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
 
 
 def _run_naive(resolved: ResolvedCell) -> dict:
-    from damcha_ts.baselines import evaluate_naive
-    from damcha_ts.data import prepare
-
     data_options = dict(resolved.config["data"])
     series = prepare(data_options.pop("dataset"), **data_options)
     return evaluate_naive(series, resolved.cell.naive_method, split="test")
@@ -129,8 +131,6 @@ def _run_naive(resolved: ResolvedCell) -> dict:
 def checkpointed_epochs(run_dir: Path | None) -> int:
     """How many epochs of an unfinished cell its ``last.ckpt`` holds (0: none, or unreadable); a rerun
     of the grid continues after them."""
-    import torch
-
     from damcha_ts.training.runner import CHECKPOINT_DIR
 
     last = run_dir / CHECKPOINT_DIR / "last.ckpt" if run_dir is not None else None
@@ -201,8 +201,6 @@ def finished_result(resolved: ResolvedCell) -> dict | None:
     lost with another results file); the retry then finds the result here. ``run_experiment`` writes its ``metrics.json`` last, after the test and the saved model, so such
     a cell is not trained again.
     """
-    from damcha_ts.training import config_hash
-
     path = resolved.run_dir / "metrics.json"
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
@@ -217,8 +215,6 @@ def finished_result(resolved: ResolvedCell) -> dict | None:
 def keep_sample(resolved: ResolvedCell, grid: LeaderboardGrid, results_path: Path) -> None:
     """Copy the sample of the first seed at the shortest horizon (what the plots show) next to the
     CSV, so the plots can be redrawn from committed files; run folders are not committed."""
-    from damcha_ts.leaderboard.results import sample_path
-
     cell = resolved.cell
     if cell.is_naive or cell.horizon != min(grid.horizons):
         return
@@ -240,15 +236,13 @@ def save_prediction_sample(config: dict, run_dir: Path) -> Path:
     m_i, averaged over up to 64 test windows) and, with the "full" parameterisation, ``full_metric``
     [D, D] (the cross-head metric M, averaged likewise).
     """
-    import numpy as np
-    import torch
-
     from damcha_ts.training.artifacts import load_model_dir
-    from damcha_ts.training.runner import MODEL_DIR, prepare_series
+    from damcha_ts.training.config import DataConfig
+    from damcha_ts.training.runner import MODEL_DIR
 
     loaded = load_model_dir(run_dir / MODEL_DIR)
     model = loaded.model.eval()
-    series = prepare_series(config["data"])
+    series = DataConfig.from_dict(config["data"]).prepare()
     test = series.windows("test")
     n_windows = len(test)
     chosen = torch.linspace(0, n_windows - 1, min(SAMPLE_WINDOWS, n_windows)).round().long()
@@ -275,8 +269,6 @@ def save_prediction_sample(config: dict, run_dir: Path) -> Path:
         arrays["head_metrics"] = _sample_mean(first.head_metrics, per_sample_dims=4).numpy()
         if first.full_metric is not None:
             arrays["full_metric"] = _sample_mean(first.full_metric, per_sample_dims=3).numpy()
-    import io
-
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     # Atomic: the sample's presence is what tells a rerun the cell needs no new one.

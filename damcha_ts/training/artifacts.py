@@ -39,7 +39,7 @@ from damcha_ts.data.protocol import scored_slice
 from damcha_ts.errors import ChecksumError, ConfigError, DamchaError, DataError, DatasetNotFoundError
 from damcha_ts.files import write_atomically
 from damcha_ts.models.quantiles import QuantileForecastModel, validate_quantiles
-from damcha_ts.training.config import plain_values
+from damcha_ts.schema import plain_values
 from damcha_ts.training.metadata import (
     CALIBRATION,
     CONTENT_DIGEST,

@@ -30,7 +30,8 @@ from damcha_ts.data.options import FEATURE_MODES
 from damcha_ts.data.protocol import SPLITS
 from damcha_ts.errors import ConfigError, DamchaError
 from damcha_ts.models import build_model
-from damcha_ts.training.config import TrainingConfig, plain_values
+from damcha_ts.schema import plain_values
+from damcha_ts.training.config import TrainingConfig
 
 FORMAT = "damcha_ts.forecaster"
 FORMAT_VERSION = 2

@@ -30,7 +30,7 @@ from damcha_ts.models import count_parameters
 from damcha_ts.training.artifacts import history_arguments, save_model_dir
 from damcha_ts.training.callbacks import EpochTimer
 from damcha_ts.training.checkpoints import restore_log_history, resume_point, set_log_aside
-from damcha_ts.training.config import DataConfig, RunConfig, TrainingConfig, config_hash
+from damcha_ts.training.config import RunConfig, TrainingConfig, config_hash
 from damcha_ts.training.evaluation import (
     breakdowns,
     evaluate_loader,
@@ -95,11 +95,6 @@ class FitResult:
     epochs_run: int
     best_epoch: int
     timing: dict
-
-
-def prepare_series(data_config: Mapping[str, Any]):
-    """The :class:`damcha_ts.data.panel.Panel` a ``data`` config section describes (one series: a panel of one)."""
-    return DataConfig.from_dict(data_config).prepare()
 
 
 def with_covariate_counts(model_config: Mapping[str, Any], series) -> dict:

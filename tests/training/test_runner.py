@@ -55,13 +55,13 @@ def reference_predictions(model, series, split: str) -> tuple[np.ndarray, np.nda
 def best_model(trained):
     """The tiny model with the weights of the best checkpoint, and the prepared series."""
     from damcha_ts.models import build_model
-    from damcha_ts.training.runner import prepare_series
+    from damcha_ts.training.config import DataConfig
 
     config, out, _ = trained
     state = torch.load(out / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
     model = build_model(config["model"])
     model.load_state_dict({k.removeprefix("model."): v for k, v in state["state_dict"].items()})
-    return model, prepare_series(config["data"]).series[0], state
+    return model, DataConfig.from_dict(config["data"]).prepare().series[0], state
 
 
 def test_short_training_beats_the_window_mean_forecast_on_validation(trained, best_model):
@@ -168,13 +168,13 @@ def test_evaluate_test_false_never_touches_the_test_split(tmp_path, tiny_config,
 
 def test_ms_setting_scores_the_target_only_with_gateformer(tmp_path, tiny_config, quiet):
     from damcha_ts.models import build_model
-    from damcha_ts.training.runner import prepare_series
+    from damcha_ts.training.config import DataConfig
 
     config = tiny_config("data.features=MS", "training.max_epochs=1", model="gateformer_damcha")
     result = run_experiment(config, tmp_path, progress=False, trainer_kwargs={"limit_train_batches": 3, "limit_val_batches": 2, **quiet})
     model = build_model(config["model"])
     model.load_state_dict(torch.load(tmp_path / "model" / "weights.pt", weights_only=True))
-    series = prepare_series(config["data"]).series[0]
+    series = DataConfig.from_dict(config["data"]).prepare().series[0]
     pred, true = reference_predictions(model, series, "test")
     assert result["mse"] == pytest.approx(np.mean((pred[..., -1] - true[..., -1]) ** 2), rel=1e-6)
     assert list(pd.read_csv(tmp_path / "metrics_per_variate.csv")["variate"]) == ["OT"]
@@ -183,8 +183,8 @@ def test_ms_setting_scores_the_target_only_with_gateformer(tmp_path, tiny_config
 def test_partial_variate_training_slices_variates_in_training_only(tmp_path, tiny_config, quiet):
     import lightning as L
 
-    from damcha_ts.training.config import TrainingConfig
-    from damcha_ts.training.runner import fit_series, prepare_series
+    from damcha_ts.training.config import DataConfig, TrainingConfig
+    from damcha_ts.training.runner import fit_series
 
     config = tiny_config("training.variate_fraction=0.5", "training.max_epochs=1")
     seen = {"train": set(), "eval": set()}
@@ -200,7 +200,7 @@ def test_partial_variate_training_slices_variates_in_training_only(tmp_path, tin
             seen["eval"].add(batch["x"].shape[-1])
 
     fit = fit_series(
-        prepare_series(config["data"]), config["model"], TrainingConfig.from_dict(config["training"]), tmp_path,
+        DataConfig.from_dict(config["data"]).prepare(), config["model"], TrainingConfig.from_dict(config["training"]), tmp_path,
         callbacks=[RecordWidths()], progress=False, trainer_kwargs={"limit_train_batches": 3, "limit_val_batches": 1, **quiet},
     )
     assert seen == {"train": {4}, "eval": {7}}  # round(0.5 * 7) variates per training batch
