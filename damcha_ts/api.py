@@ -360,7 +360,7 @@ def _cross_validation(forecaster: Forecaster, data: Any, n_windows: int, step: i
                       level: Sequence[float] | None, data_options: Mapping[str, Any]) -> pd.DataFrame:
     """Forecaster.cross_validation (see there)."""
     from damcha_ts.forecasting.backtest import window_step
-    from damcha_ts.forecasting.cross_validation import cross_validation, refit_every
+    from damcha_ts.forecasting.cross_validation import refit_every, rolling_forecasts
     from damcha_ts.forecasting.intervals import check_levels, require_calibration
 
     predictor = forecaster._predictor("cross_validation")
@@ -368,18 +368,12 @@ def _cross_validation(forecaster: Forecaster, data: Any, n_windows: int, step: i
     step = window_step(n_windows, step, forecaster.horizon)
     if not every:
         require_calibration(predictor, levels)
-    def train(values, timestamps):
-        return _window_predictor(forecaster, values, timestamps, calibrated=bool(levels))
+    def train(rows):
+        return _window_predictor(forecaster, rows, calibrated=bool(levels))
 
-    if predictor.entities:
-        from damcha_ts.forecasting.entities import cross_validation_entities, entity_rows
-
-        rows = entity_rows(predictor, forecaster._series, data, data_options)
-        return cross_validation_entities(predictor, rows, n_windows=n_windows, step=step, refit=refit, train=train,
-                                         level=level)
-    values, stamps, input_options = _backtest_rows(forecaster, data, data_options)
-    return cross_validation(predictor, values, stamps, n_windows=n_windows, step=step, refit=refit, train=train,
-                            input_options=input_options, level=level)
+    rows, input_options = _rolling_rows(forecaster, predictor, data, data_options)
+    return rolling_forecasts(predictor, rows, n_windows=n_windows, step=step, refit=refit, train=train,
+                             input_options=input_options, level=level)
 
 
 def _load(cls: type[Forecaster], directory: str | Path, map_location: str) -> Forecaster:
@@ -420,20 +414,15 @@ def _evaluate(forecaster: Forecaster, data: Any, split: str, borders: Any, level
 def _backtest(forecaster: Forecaster, data: Any, n_windows: int, step: int | None, level: Any,
               data_options: Mapping[str, Any]) -> pd.DataFrame:
     """Forecaster.backtest (see there)."""
-    from damcha_ts.forecasting.backtest import backtest, window_step
+    from damcha_ts.forecasting.backtest import window_step
+    from damcha_ts.forecasting.cross_validation import backtest_rows
     from damcha_ts.forecasting.intervals import check_levels, require_calibration
 
     predictor = forecaster._predictor("backtest")
     step = window_step(n_windows, step, forecaster.horizon)
     require_calibration(predictor, check_levels(level))
-    if predictor.entities:
-        from damcha_ts.forecasting.entities import backtest_entities, entity_rows
-
-        rows = entity_rows(predictor, forecaster._series, data, data_options)
-        return backtest_entities(predictor, rows, n_windows=n_windows, step=step, level=level)
-    values, stamps, input_options = _backtest_rows(forecaster, data, data_options)
-    return backtest(predictor, values, stamps, n_windows=n_windows, step=step, input_options=input_options,
-                    level=level)
+    rows, input_options = _rolling_rows(forecaster, predictor, data, data_options)
+    return backtest_rows(predictor, rows, n_windows=n_windows, step=step, input_options=input_options, level=level)
 
 
 def _plot(forecaster: Forecaster, data: Any, truth: Any, variates: Sequence[str] | None, history_steps: int | None,
@@ -592,19 +581,18 @@ def _validation_calibration(forecaster: Forecaster, series, model):
     return calibrate(predictor, series, "val", batch_size=forecaster.training.batch_size)
 
 
-def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd.DatetimeIndex, *,
-                      calibrated: bool = False):
-    """(a Predictor trained as ``fit`` trains, on exactly these raw rows [T, K] of ``meta.history_columns``,
-    its ``fit_result_`` facts): the model of one ``cross_validation(refit=...)`` window;
-    ``calibrated``: with its calibration on its validation tail (for ``level=``; as ``fit`` makes it). Many entities:
-    ``values`` is ``{entity: (rows, timestamps)}`` and ``timestamps`` None."""
+def _window_predictor(forecaster: Forecaster, rows, *, calibrated: bool = False):
+    """(a Predictor trained as ``fit`` trains, on exactly these raw ``rows``, ``{entity: (values [T, K]
+    of ``meta.history_columns``, timestamps [T])}``, its ``fit_result_`` facts): the model of one
+    ``cross_validation(refit=...)`` window; ``calibrated``: with its calibration on its validation
+    tail (for ``level=``; as ``fit`` makes it)."""
     from damcha_ts.data import prepare
     from damcha_ts.forecasting import Predictor
     from damcha_ts.training.metadata import SeriesMeta
 
     meta = forecaster.meta_
     saved = meta.data_config or {}
-    frame = _window_table(meta, values, timestamps)
+    frame = _window_table(meta, rows)
     options = {**{key: saved[key] for key in ("val_size", *ReadOptions.ALWAYS) if saved.get(key) is not None},
                **model_data_options(meta)}
     # The model's column order is prepare's (the target last), so the last column keeps it there.
@@ -622,14 +610,16 @@ def _window_predictor(forecaster: Forecaster, values: np.ndarray, timestamps: pd
     return predictor, facts
 
 
-def _window_table(meta, values, timestamps) -> pd.DataFrame:
-    """The rows a cross-validation window trains on, as a frame ``prepare`` reads: one series
-    indexed by time, or (many entities) one table with the entity column and static covariates."""
-    if not isinstance(values, Mapping):
+def _window_table(meta, rows) -> pd.DataFrame:
+    """The ``rows`` a cross-validation window trains on, as a frame ``prepare`` reads: one series
+    indexed by time, or (a model with an entity column) one table with the entity column and
+    static covariates."""
+    if meta.entity_col is None:
+        ((values, timestamps),) = rows.values()
         return pd.DataFrame(values, index=pd.DatetimeIndex(timestamps), columns=list(meta.history_columns))
     parts = []
-    for entity, (rows, stamps) in values.items():
-        part = pd.DataFrame(rows, columns=list(meta.history_columns))
+    for entity, (values, stamps) in rows.items():
+        part = pd.DataFrame(values, columns=list(meta.history_columns))
         part.insert(0, "__time__", pd.DatetimeIndex(stamps))
         part.insert(0, meta.entity_col, entity)
         for name, value in zip(meta.static_covariates, meta.entity_scalers[entity]["static"]):
@@ -712,6 +702,18 @@ def _evaluation_series(forecaster: Forecaster, data: Any, borders: Any, data_opt
     if borders is not None:
         options["split"] = borders
     return prepare(data, seq_len=forecaster.lookback, pred_len=forecaster.horizon, **options)
+
+
+def _rolling_rows(forecaster: Forecaster, predictor, data: Any, data_options: Mapping[str, Any]):
+    """(``{entity: (values [T, K], timestamps [T])}``, the input's layout options) that backtest and
+    cross-validation roll over: each entity's rows of a many-entity model (laid out as its fit
+    input), or the one series' (key None) of ``data``, or of the training series without data."""
+    if predictor.entities:
+        from damcha_ts.forecasting.entities import entity_rows
+
+        return entity_rows(predictor, forecaster._series, data, data_options), None
+    values, stamps, input_options = _backtest_rows(forecaster, data, data_options)
+    return {None: (values, stamps)}, input_options
 
 
 def _backtest_rows(forecaster: Forecaster, data: Any, data_options: Mapping[str, Any]):

@@ -73,6 +73,12 @@ def entity_errors(entity: str, label: str | None = None) -> Iterator[None]:
         raise type(exc)(f"{where}: {exc}", cli=None if exc.cli is None else f"{where}: {exc.cli}") from exc
 
 
+def errors_of(entity_col: str | None, entity: str):
+    """:func:`entity_errors` of ``entity`` when there is an entity column; a single series' errors
+    (``entity_col`` None) stay as they are."""
+    return contextlib.nullcontext() if entity_col is None else entity_errors(entity)
+
+
 def split_entities(frame: pd.DataFrame, entity_col: str, label: str, static: Sequence[str] = ()) -> tuple[
         list[str], list[pd.DataFrame], np.ndarray | None]:
     """(entities in order of first appearance, one frame per entity without the entity and static

@@ -15,7 +15,6 @@ one value per entity, z-scored over the entities, given to the model as one more
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from damcha_ts.data.entities import check_entities, check_scaler, entity_errors, id_dtype_of, split_entities
+from damcha_ts.data.entities import check_entities, check_scaler, entity_errors, errors_of, id_dtype_of, split_entities
 from damcha_ts.data.csv_files import frame_label, read_csv_frame
 from damcha_ts.data.entity_column import with_entity_col
 from damcha_ts.data.frames import Source, series_name
@@ -124,7 +123,7 @@ class Panel:
     def errors_of(self, entity: str):
         """A context in which a DamchaError names ``entity`` (:func:`~damcha_ts.data.entities.entity_errors`),
         when the panel has an entity column (a single series' errors stay as they are)."""
-        return contextlib.nullcontext() if self.entity_col is None else entity_errors(entity)
+        return errors_of(self.entity_col, entity)
 
     def training_extent(self) -> tuple[int, pd.Timestamp]:
         """(train rows summed over the entities, the latest timestamp training or validation read)."""

@@ -7,6 +7,10 @@ rows up to and including its cutoff (never a row after it), with ``refit=k`` for
 training itself is a function passed in (``Forecaster`` passes one that fits as ``fit`` does, same
 config and seed), so this module knows nothing about how a model is trained.
 
+Every entity of a many-entity model is one more set of rows in the same loop (:func:`rolling_forecasts`):
+window k of each entity is its k-th cutoff counted from its own last row, and a retraining trains
+one model on every entity's rows up to its cutoff.
+
 The frame has the shape of neuralforecast's ``cross_validation``: one row per forecast timestamp,
 variate and cutoff, with the id, time, ``cutoff``, true value and ``forecast`` columns of
 ``backtest`` (and its interval columns ``forecast-lo-80``, ... with ``level=``: each window's from
@@ -21,10 +25,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from damcha_ts.data.entities import errors_of
 from damcha_ts.errors import ConfigError
 from damcha_ts.forecasting.backtest import backtest, cutoffs, window_step
+from damcha_ts.forecasting.entities import with_typed_ids
 from damcha_ts.schema import positive_int
 
+#: ``{entity: (values [T, K], timestamps [T])}``: the raw rows of each entity (one entry for a model
+#: of one series), in the model's ``history_columns`` order.
+Rows = Mapping[Any, tuple[np.ndarray, pd.DatetimeIndex]]
 #: ``train(values [T, C], timestamps [T]) -> (predictor, facts)``: a model trained on exactly those
 #: rows (model column order) and a JSON-ready dict about its training, or just the predictor.
 TrainFunction = Callable[[np.ndarray, pd.DatetimeIndex], Any]
@@ -60,27 +69,66 @@ def cross_validation(
     ``level``: interval columns (:mod:`damcha_ts.forecasting.intervals`), from each predictor's
     calibration (``train`` must return calibrated predictors).
     """
+    train_rows = None if train is None else (lambda rows: train(*rows[None]))
+    return rolling_forecasts(predictor, {None: (values, timestamps)}, n_windows=n_windows, step=step, refit=refit,
+                             train=train_rows, input_options=input_options, level=level)
+
+
+def rolling_forecasts(predictor, rows: Rows, *, n_windows: int, step: int | None, refit: bool | int = False,
+                      train: Callable[[Rows], Any] | None = None, input_options: Mapping[str, Any] | None = None,
+                      level: Any = None) -> pd.DataFrame:
+    """:func:`cross_validation` of each entity's ``rows`` (one entry for a model of one series):
+    ``train(rows up to each entity's cutoff)`` trains one model for a group of windows. The
+    frame has the entity column first when the model has one (:func:`backtest_rows`)."""
     every = refit_every(refit)
     horizon, lookback = predictor.horizon, predictor.lookback
     step = window_step(n_windows, step, horizon)
     if not every:
-        return backtest(predictor, values, timestamps, n_windows=n_windows, step=step, input_options=input_options,
-                        level=level)
+        return backtest_rows(predictor, rows, n_windows=n_windows, step=step, input_options=input_options, level=level)
     if train is None:
         raise ConfigError("cross_validation(refit=...) needs a train function that fits a model on the rows before a cutoff")
-    positions = cutoffs(len(values), n_windows, step, lookback, horizon)
+    entity_col = getattr(predictor.meta, "entity_col", None)
+    positions = {}
+    for entity, (values, _) in rows.items():
+        with errors_of(entity_col, entity):
+            positions[entity] = cutoffs(len(values), n_windows, step, lookback, horizon)
     pieces, refits = [], []
     for first in range(0, n_windows, every):
-        group = positions[first : first + every]
-        # Training data end at the first cutoff of the group: no window sees a row after its cutoff.
-        trained = train(values[: group[0] + 1], timestamps[: group[0] + 1])
+        last = min(first + every, n_windows) - 1
+        # Training data end at the group's first cutoff: no window sees a row after its cutoff.
+        known = {e: (v[: positions[e][first] + 1], t[: positions[e][first] + 1]) for e, (v, t) in rows.items()}
+        trained = train(known)
         window_predictor, facts = trained if isinstance(trained, tuple) else (trained, {})
-        # backtest over the rows up to the group's last forecast: its windows end at these cutoffs.
-        end = group[-1] + 1 + horizon
-        pieces.append(backtest(window_predictor, values[:end], timestamps[:end], n_windows=len(group), step=step,
-                               input_options=input_options, level=level))
-        refits.append({"cutoff": str(timestamps[group[0]]), "windows": len(group), "rows": group[0] + 1,
-                       **dict(facts)})
+        # Backtest over the rows up to the group's last forecast: its windows end at these cutoffs.
+        ends = {e: positions[e][last] + 1 + horizon for e in rows}
+        pieces.append(backtest_rows(window_predictor, {e: (v[: ends[e]], t[: ends[e]]) for e, (v, t) in rows.items()},
+                                    n_windows=last - first + 1, step=step, input_options=input_options, level=level,
+                                    # The window models were fitted on a table of text ids (api._window_table).
+                                    ids_as=predictor.meta))
+        cutoff = {e: str(t[positions[e][first]]) for e, (_, t) in rows.items()}
+        refits.append({**({"cutoff": cutoff[None]} if entity_col is None else {"cutoffs": cutoff}),
+                       "windows": last - first + 1, "rows": sum(len(v) for v, _ in known.values()), **dict(facts)})
     frame = pd.concat(pieces, ignore_index=True)
     frame.attrs["refits"] = refits
     return frame
+
+
+def backtest_rows(predictor, rows: Rows, *, n_windows: int, step: int, input_options: Mapping[str, Any] | None = None,
+                  level: Any = None, ids_as=None) -> pd.DataFrame:
+    """:func:`~damcha_ts.forecasting.backtest.backtest` of each entity's rows (each cutoff counted
+    from its own last row) through its own predictor: of a model of one series, its frame; of many
+    entities, one frame with the entity column first, ids in the dtype of the fit data of ``ids_as``
+    (a meta; default the predictor's), laid out as the fit input was (``meta.input_options``)."""
+    entity_col = getattr(predictor.meta, "entity_col", None)
+    if entity_col is None:
+        ((values, stamps),) = rows.values()
+        return backtest(predictor, values, stamps, n_windows=n_windows, step=step, input_options=input_options,
+                        level=level)
+    pieces = []
+    for entity, (values, stamps) in rows.items():
+        with errors_of(entity_col, entity):  # e.g. too few rows for the windows
+            piece = backtest(predictor.for_entity(entity), values, stamps, n_windows=n_windows, step=step,
+                             input_options=predictor.meta.input_options, level=level)
+        piece.insert(0, entity_col, entity)
+        pieces.append(piece)
+    return with_typed_ids(pd.concat(pieces, ignore_index=True), ids_as or predictor.meta)

@@ -5,7 +5,7 @@ covariates, so each forecast runs through that entity's :class:`Predictor`
 (``predictor.for_entity(name)``). Output frames carry the entity column first: wide (entity, time,
 variates) or long (the input's long columns with the entity). ``evaluate`` reports each entity and
 all of them pooled (every window of every entity counts once: ``predictor.pooled_scores``); ``backtest`` and
-``cross_validation`` count each entity's cutoffs from its own last row. Inside, ids are text; in
+``cross_validation`` count each entity's cutoffs from its own last row (``cross_validation.rolling_forecasts``). Inside, ids are text; in
 what comes back they have the dtype of the fit data's entity column (int ids stay int), and an
 error about one entity names it.
 """
@@ -132,50 +132,3 @@ def entity_rows(predictor, series=None, data: Any = None, data_options: Mapping[
             frame = load_history(predictor.for_entity(entity).meta, table, dict(data_options or {}))[2]
         rows[entity] = (frame[predictor.meta.history_columns].to_numpy(dtype=np.float64), frame.index)
     return rows
-
-
-def backtest_entities(predictor, rows: Mapping[str, tuple], *, n_windows: int, step: int, level: Any = None) -> pd.DataFrame:
-    """:func:`~damcha_ts.forecasting.backtest.backtest` of every entity (each cutoff counted from its
-    own last row), one frame with the entity column first."""
-    from damcha_ts.forecasting.backtest import backtest
-
-    pieces = []
-    for entity, (values, stamps) in rows.items():
-        with entity_errors(entity):  # e.g. too few rows for the windows
-            piece = backtest(predictor.for_entity(entity), values, stamps, n_windows=n_windows, step=step,
-                             input_options=predictor.meta.input_options, level=level)
-        piece.insert(0, predictor.meta.entity_col, entity)
-        pieces.append(piece)
-    return with_typed_ids(pd.concat(pieces, ignore_index=True), predictor.meta)
-
-
-def cross_validation_entities(predictor, rows: Mapping[str, tuple], *, n_windows: int, step: int, refit, train,
-                              level: Any = None) -> pd.DataFrame:
-    """:func:`~damcha_ts.forecasting.cross_validation.cross_validation` over every entity: window k of
-    each entity is its k-th cutoff counted from its own last row; a retraining (``refit``) trains one
-    model with ``train({entity: (rows, timestamps)})`` on every entity's rows up to its cutoff."""
-    from damcha_ts.forecasting.backtest import cutoffs
-    from damcha_ts.forecasting.cross_validation import refit_every
-
-    every = refit_every(refit)
-    if not every:
-        return backtest_entities(predictor, rows, n_windows=n_windows, step=step, level=level)
-    positions = {}
-    for entity, (values, _) in rows.items():
-        with entity_errors(entity):
-            positions[entity] = cutoffs(len(values), n_windows, step, predictor.lookback, predictor.horizon)
-    pieces, refits = [], []
-    for first in range(0, n_windows, every):
-        group = range(first, min(first + every, n_windows))
-        known = {e: (v[: positions[e][first] + 1], t[: positions[e][first] + 1]) for e, (v, t) in rows.items()}
-        trained = train(known, None)
-        window_predictor, facts = trained if isinstance(trained, tuple) else (trained, {})
-        ends = {e: positions[e][group[-1]] + 1 + predictor.horizon for e in rows}
-        pieces.append(backtest_entities(window_predictor, {e: (v[: ends[e]], t[: ends[e]]) for e, (v, t) in rows.items()},
-                                        n_windows=len(group), step=step, level=level))
-        refits.append({"cutoffs": {e: str(t[positions[e][first]]) for e, (_, t) in rows.items()}, "windows": len(group),
-                       "rows": sum(len(v) for v, _ in known.values()), **dict(facts)})
-    # The window models were fitted on a table of text ids (api._window_table): typed as this model's.
-    frame = with_typed_ids(pd.concat(pieces, ignore_index=True), predictor.meta)
-    frame.attrs["refits"] = refits
-    return frame
