@@ -127,7 +127,7 @@ class SeriesMeta:
             pred_len=int(series.pred_len),
             scaler_mean=[float(v) for v in np.asarray(series.scaler.mean_)],
             scaler_scale=[float(v) for v in np.asarray(series.scaler.scale_)],
-            time_features_freq=_time_features_freq(series),
+            time_features_freq=getattr(series, "time_features_freq", None),
             name=str(getattr(series, "name", "")),
             data_config=dict(data_config) if data_config is not None else None,
             input_kind=input_kind,
@@ -154,10 +154,6 @@ def _entity_meta(entities, first: SeriesMeta) -> SeriesMeta:
         static_mean=[] if statics is None else [float(v) for v in statics.mean_],
         static_scale=[] if statics is None else [float(v) for v in statics.scale_],
     )
-
-
-def _time_features_freq(series) -> str | None:
-    return getattr(series, "time_features_freq", None)
 
 
 def model_config_dict(model: torch.nn.Module) -> dict:
