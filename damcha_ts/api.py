@@ -277,7 +277,7 @@ class Forecaster:
         self._check_fitted("save")
         calibration = None if self.calibration_ is None else self.calibration_.to_saved()
         return save_model_dir(directory, self.model_, self.meta_, training=dataclasses.asdict(self.training),
-                              **history_arguments(self._history), metrics=self.fit_result_,
+                              **history_arguments(self._history, self.meta_), metrics=self.fit_result_,
                               calibration=calibration)
 
     @classmethod

@@ -68,10 +68,11 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def history_arguments(history) -> dict:
-    """:func:`save_model_dir`'s history keywords for a series' ``latest`` rows: ``(values,
-    timestamps)`` of one series, ``{entity: (values, timestamps)}`` of many, or None."""
-    if history is None or isinstance(history, Mapping):
+def history_arguments(history, meta: SeriesMeta) -> dict:
+    """:func:`save_model_dir`'s history keywords for the rows a model continues from, as a fit leaves
+    them (``Panel.history``): ``{entity: (values, timestamps)}`` of a model with entities
+    (``meta.entities``), ``(values, timestamps)`` of one series, or None."""
+    if history is None or meta.entities:
         return {"history_values": history, "history_timestamps": None}
     values, timestamps = history
     return {"history_values": values, "history_timestamps": timestamps}
