@@ -26,8 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from damcha_ts.leaderboard.results import CellKey, cell_key, key_fields
+from damcha_ts.errors import ConfigError
+from damcha_ts.leaderboard.curves import record_curves
+from damcha_ts.leaderboard.results import CellKey, add_results, cell_key, check_labels, key_fields, read_results
 from damcha_ts.workqueue.queue import ERROR_ATTR, INTERRUPTED
+from damcha_ts.workqueue.storage import open_storage
 
 STUDY_PREFIX = "leaderboard:"
 CELL_ATTR = "cell"
@@ -64,8 +67,6 @@ def default_storage(results_path: str | Path) -> Path:
 
 
 def open_leaderboard_storage(url: str, settings: QueueSettings = QueueSettings(), *, writable: bool = True):
-    from damcha_ts.workqueue.storage import open_storage
-
     return open_storage(url, heartbeat_interval=settings.heartbeat_interval,
                         grace_period=settings.grace_period, max_retry=settings.max_retry, writable=writable)
 
@@ -73,8 +74,6 @@ def open_leaderboard_storage(url: str, settings: QueueSettings = QueueSettings()
 def open_grid_study(storage, grid_column: str):
     """The grid's study (created on first use; ``load_if_exists`` makes creating it race-free)."""
     import optuna
-
-    from damcha_ts.errors import ConfigError
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(study_name=study_name(grid_column), storage=storage, direction="minimize",
@@ -220,8 +219,6 @@ def leaderboard_studies(storage, grids: Iterable[str] | None = None) -> list:
 def finished_cells(storage, grids: Iterable[str] | None = None) -> list[tuple[dict, dict | None]]:
     """(row, curves) of every finished cell of the grids' studies in the storage (every grid's when
     ``grids`` is None), in the order they finished."""
-    from damcha_ts.leaderboard.results import check_labels
-
     finished = []
     for study in leaderboard_studies(storage, grids):
         for trial in cell_states(study).done.values():
@@ -238,9 +235,6 @@ def export_results(storage, results_path: str | Path, grids: Iterable[str]) -> i
     CSV keep their order, the finished cells of ``grids`` and of the grids the CSV already holds
     follow in the order they finished. A storage shared with other results files (a smoke check's,
     another project's) gives this CSV nothing of their grids. Returns how many rows the CSV gained."""
-    from damcha_ts.leaderboard.curves import record_curves
-    from damcha_ts.leaderboard.results import add_results, read_results
-
     ours = {*grids, *(row["grid"] for row in read_results(results_path))}
     finished = finished_cells(storage, ours)
     added = add_results(results_path, [row for row, _ in finished])

@@ -27,14 +27,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from damcha_ts.data.registry import get_spec
+from damcha_ts.data.storage import how_to_provide, locate_dataset
 from damcha_ts.errors import ChecksumError, ConfigError, DatasetNotFoundError
 from damcha_ts.leaderboard.cells import ResolvedCell, checkpointed_epochs, resolve_cell
 from damcha_ts.leaderboard.curves import load_curves, read_run_curves, record_curves
 from damcha_ts.leaderboard.dataset_results import ExpectedCell
+from damcha_ts.leaderboard.environment import detect_devices
 from damcha_ts.leaderboard.grid import LeaderboardGrid
 from damcha_ts.leaderboard.queue import (
     LAUNCH_ATTR,
     ROW_ATTR,
+    CellStates,
     QueueSettings,
     cell_states,
     default_storage,
@@ -44,9 +48,13 @@ from damcha_ts.leaderboard.queue import (
     key_text,
     open_grid_study,
     open_leaderboard_storage,
+    study_name,
 )
 from damcha_ts.leaderboard.results import cell_key, read_results
+from damcha_ts.leaderboard.worker import serve_cells
+from damcha_ts.workqueue.launcher import run_workers
 from damcha_ts.workqueue.queue import ERROR_ATTR, WORKER_ATTR, new_launch_token
+from damcha_ts.workqueue.storage import display_url, resolve_storage_url, sqlite_path
 
 
 @dataclass
@@ -97,8 +105,6 @@ class LeaderboardRun:
 
 def missing_dataset_message(dataset: str, error: Exception, n_cells: int) -> MissingDataset:
     """A message that says which file is missing and exactly how to provide it."""
-    from damcha_ts.data import get_spec
-
     spec = get_spec(dataset)
     message = (
         f"{dataset}: the data file {spec.filename} is missing, so its {n_cells} leaderboard cell(s) are "
@@ -109,8 +115,6 @@ def missing_dataset_message(dataset: str, error: Exception, n_cells: int) -> Mis
 
 def corrupt_dataset_message(dataset: str, error: Exception, n_cells: int) -> CorruptDataset:
     """A file that is there but fails its checksum: which one, both digests (in ``error``), what to do."""
-    from damcha_ts.data import get_spec
-
     spec = get_spec(dataset)
     # Of a search's error (every place searched, then the rejected files), the rejected files with
     # their digests are what matter here.
@@ -125,8 +129,6 @@ def corrupt_dataset_message(dataset: str, error: Exception, n_cells: int) -> Cor
 
 def _advice(spec) -> str:
     """The data layer's advice, and what the leaderboard adds: its --data-dir, and that a rerun resumes."""
-    from damcha_ts.data.storage import how_to_provide
-
     return (
         f"  {how_to_provide(spec)}\n"
         f"  Or pass --data-dir FOLDER (it sets DAMCHA_TS_DATA=FOLDER); then rerun the same command "
@@ -136,8 +138,6 @@ def _advice(spec) -> str:
 
 def _details(error: Exception, spec) -> str:
     """The data layer's error without its advice on providing the file, which the message gives once."""
-    from damcha_ts.data.storage import how_to_provide
-
     return str(error).replace(how_to_provide(spec), "").strip()
 
 
@@ -177,8 +177,6 @@ def _with_dataset_files(
     """The pending cells whose dataset file is here (or downloads); the others are listed in the
     summary as missing or corrupt. Only datasets with cells left need their file, so a finished grid
     reruns anywhere."""
-    from damcha_ts.data import locate_dataset
-
     for dataset in dict.fromkeys(r.cell.dataset for r in pending):
         n_cells = sum(r.cell.dataset == dataset for r in pending)
         try:
@@ -214,8 +212,6 @@ def run_leaderboard(
     """Run the cells of ``grid`` that have no row yet (at most ``max_cells`` here) on the grid's study
     in ``storage`` (default: ``leaderboard.db`` beside ``results_path``), with ``workers`` workers on
     this machine (default: one per GPU, or one); then export the CSV from the storage."""
-    from damcha_ts.workqueue.storage import display_url, resolve_storage_url
-
     results_path, runs_dir = Path(results_path), Path(runs_dir)
     url = resolve_storage_url(storage if storage else default_storage(results_path), results_path.parent)
     cells = grid.cells(tuple(only_datasets), tuple(only_models))
@@ -283,8 +279,6 @@ def _worker_count(workers: int | None, cells: int, max_cells: int | None) -> int
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if workers is None:
-        from damcha_ts.leaderboard.environment import detect_devices
-
         workers = max(1, len(detect_devices().gpu_ids))
     limit = cells if max_cells is None else min(cells, max_cells)
     return max(1, min(workers, limit))
@@ -300,9 +294,6 @@ def _shares(max_cells: int | None, workers: int) -> list[int | None]:
 def _run_workers(spec: dict, workers: int, folder: Path, progress: Progress) -> list[int]:
     """One worker in this process (with every core, unless OMP_NUM_THREADS says otherwise), or
     ``workers`` processes; returns the processes' exit codes."""
-    from damcha_ts.leaderboard.worker import serve_cells
-    from damcha_ts.workqueue.launcher import run_workers
-
     if workers == 1 and not os.environ.get("OMP_NUM_THREADS"):
         import torch
 
@@ -391,9 +382,6 @@ def _stored_states(url: str, grid_column: str):
     --status creates neither)."""
     import optuna
 
-    from damcha_ts.leaderboard.queue import CellStates, study_name
-    from damcha_ts.workqueue.storage import sqlite_path
-
     if sqlite_path(url) is not None and not sqlite_path(url).is_file():
         return CellStates()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -412,8 +400,6 @@ def leaderboard_status(
     """Where every cell of the grid stands in the storage (read only; nothing is queued or run):
     done, running (on which worker, since when), waiting, failed (the error's last line), or not
     queued yet; the CSV's rows the storage lacks count as done."""
-    from damcha_ts.workqueue.storage import display_url, resolve_storage_url
-
     results_path = Path(results_path)
     url = resolve_storage_url(storage if storage else default_storage(results_path), results_path.parent)
     resolved = [resolve_cell(c, grid, Path(runs_dir)) for c in grid.cells(tuple(only_datasets), tuple(only_models))]

@@ -17,6 +17,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from damcha_ts.leaderboard import cells
+from damcha_ts.leaderboard.curves import read_run_curves
+from damcha_ts.leaderboard.environment import detect_devices
+from damcha_ts.leaderboard.grid import load_grid
 from damcha_ts.leaderboard.queue import (
     CURVES_ATTR,
     DUPLICATE_ATTR,
@@ -30,6 +34,8 @@ from damcha_ts.leaderboard.queue import (
     stored_row,
     trial_key,
 )
+from damcha_ts.workqueue.launcher import read_spec, stop_on_sigterm
+from damcha_ts.workqueue.queue import ERROR_ATTR, StudyQueue, Superseded
 
 POLL_SECONDS = 5.0  # while waiting for cells running elsewhere
 
@@ -42,16 +48,11 @@ def serve_cells(spec: Mapping[str, Any], index: int = 0, log: Callable[[str], No
                 on_cell: Callable[[], None] = lambda: None) -> dict:
     """Run waiting cells of ``spec`` until none is left (or this worker's share of ``--max-cells``);
     returns {"ran": n, "failed": n}. ``on_cell`` is called after each cell (the foreground progress)."""
-    from damcha_ts.leaderboard.cells import resolve_cell
-    from damcha_ts.leaderboard.environment import detect_devices
-    from damcha_ts.leaderboard.grid import load_grid
-    from damcha_ts.workqueue.queue import StudyQueue
-
     grid = load_grid(spec["grid"])
     runs_dir, results = Path(spec["runs_dir"]), Path(spec["results"])
     wanted = set(spec["keys"])
-    cells = {item.key: item for item in (resolve_cell(c, grid, runs_dir) for c in grid.cells())
-             if key_text(item.key) in wanted}
+    runnable = {item.key: item for item in (cells.resolve_cell(c, grid, runs_dir) for c in grid.cells())
+                if key_text(item.key) in wanted}
     storage = open_leaderboard_storage(spec["storage"], QueueSettings(**spec["settings"]))
     queue = StudyQueue(open_grid_study(storage, grid.relative_path), storage)
     trainer_kwargs = detect_devices().trainer_kwargs()
@@ -59,14 +60,14 @@ def serve_cells(spec: Mapping[str, Any], index: int = 0, log: Callable[[str], No
     counts = {"ran": 0, "failed": 0}
     while budget is None or counts["ran"] + counts["failed"] < budget:
         queue.fail_stale()
-        trial = queue.claim(lambda frozen: trial_key(frozen) in cells)
+        trial = queue.claim(lambda frozen: trial_key(frozen) in runnable)
         if trial is None:
-            if spec["wait"] and _running(queue.study, cells):
+            if spec["wait"] and _running(queue.study, runnable):
                 time.sleep(float(spec.get("poll_seconds", POLL_SECONDS)))
                 continue
             break
         with queue.holding(trial):
-            outcome = _serve(queue, trial, cells, spec["launch"], log,
+            outcome = _serve(queue, trial, runnable, spec["launch"], log,
                              lambda handle, item: _run(handle, item, grid, results, trainer_kwargs))
         if outcome is not None:
             counts[outcome] += 1
@@ -74,13 +75,11 @@ def serve_cells(spec: Mapping[str, Any], index: int = 0, log: Callable[[str], No
     return counts
 
 
-def _serve(queue, trial: int, cells: Mapping, launch: int, log: Callable[[str], None], work) -> str | None:
+def _serve(queue, trial: int, runnable: Mapping, launch: int, log: Callable[[str], None], work) -> str | None:
     """Run one claimed cell: "ran", "failed", or None for a cell that is another trial's (a duplicate, or
     one taken from this worker after its heartbeat stopped)."""
-    from damcha_ts.workqueue.queue import ERROR_ATTR, Superseded
-
     claimed = queue.storage.get_trial(trial)
-    item = cells[trial_key(claimed)]
+    item = runnable[trial_key(claimed)]
     winner = duplicate_of(queue.study, claimed)
     if winner is not None:  # enqueued twice by two machines at once: the other copy is the cell's
         queue.storage.set_trial_user_attr(trial, DUPLICATE_ATTR, winner)
@@ -101,24 +100,21 @@ def _serve(queue, trial: int, cells: Mapping, launch: int, log: Callable[[str], 
     return "failed"
 
 
-def _running(study, cells: Mapping) -> bool:
+def _running(study, runnable: Mapping) -> bool:
     from optuna.trial import TrialState
 
-    return any(trial_key(t) in cells for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+    return any(trial_key(t) in runnable for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
 
 
 def _run(handle, item, grid, results: Path, trainer_kwargs: dict) -> float:
     """Train and test the cell; its row and curves go with its trial, its sample beside the CSV."""
-    from damcha_ts.leaderboard.cells import keep_sample, run_cell
-    from damcha_ts.leaderboard.curves import read_run_curves
-
-    row = run_cell(item, trainer_kwargs)
+    row = cells.run_cell(item, trainer_kwargs)
     handle.set_user_attr(ROW_ATTR, stored_row(row))
     if item.run_dir is not None:
         curves = read_run_curves(item.run_dir)
         if curves:
             handle.set_user_attr(CURVES_ATTR, curves)
-    keep_sample(item, grid, results)
+    cells.keep_sample(item, grid, results)
     return row["mse"]
 
 
@@ -127,8 +123,6 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: python -m damcha_ts.leaderboard.worker SPEC.json INDEX", file=sys.stderr)
         return 2
-    from damcha_ts.workqueue.launcher import read_spec, stop_on_sigterm
-
     stop_on_sigterm()
     spec = read_spec(args[0])
     counts = serve_cells(spec, int(args[1]))
