@@ -24,6 +24,12 @@ TAKEN_OVER_ATTR = "taken_over_at"  # when a launch took a waiting trial over (se
 INVOCATIONS_ATTR = "invocations"
 
 
+def open_study_storage(url: str, spec: SearchSpec):
+    """The storage at ``url`` with the search file's heartbeat, grace period and retries."""
+    return open_storage(url, heartbeat_interval=spec.heartbeat_interval, grace_period=spec.grace_period,
+                        max_retry=spec.max_retry)
+
+
 def open_study(name: str, url: str, spec: SearchSpec, pins: Mapping[str, str]):
     """Create or load the study, and refuse to resume it under another setup.
 
@@ -34,15 +40,9 @@ def open_study(name: str, url: str, spec: SearchSpec, pins: Mapping[str, str]):
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = open_storage(
-        url,
-        heartbeat_interval=spec.heartbeat_interval,
-        grace_period=spec.grace_period,
-        max_retry=spec.max_retry,
-    )
     study = optuna.create_study(
         study_name=name,
-        storage=storage,
+        storage=open_study_storage(url, spec),
         direction="minimize",
         load_if_exists=True,
         sampler=spec.make_sampler(),

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from damcha_ts.training import RunConfig
+from damcha_ts.training.config import parse_override
 from damcha_ts.tuning.space import SearchSpec, as_updates
 
 LAUNCH_ATTR = "launch_token"  # user attribute of a trial: the launch it belongs to (its budget)
@@ -64,9 +66,6 @@ class BaseConfig:
 
     def resolve_run(self, values: Mapping[str, Any] | None = None):
         """The :class:`RunConfig` with a trial's ``{path: value}`` applied over ``--set``."""
-        from damcha_ts.training import RunConfig
-        from damcha_ts.training.config import parse_override
-
         given = {".".join(place): value for place, value in map(parse_override, self.overrides)}
         updates = as_updates({**given, **(values or {})})  # the trial's values win over --set
         return RunConfig.load(self.source, horizon=self.horizon, updates=updates)

@@ -7,7 +7,7 @@ the per-epoch validation losses that the pruner saw.
 
 from __future__ import annotations
 
-import math
+import itertools
 from collections.abc import Mapping
 from pathlib import Path
 from damcha_ts.files import save_figure, write_atomically
@@ -67,7 +67,6 @@ def param_importances(study) -> tuple[dict[str, float], str | None]:
 
 def _plot_history(trials, path: Path) -> None:
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
     from optuna.trial import TrialState
 
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -78,10 +77,7 @@ def _plot_history(trials, path: Path) -> None:
             [t.number for t in complete], [t.value for t in complete], label="complete", color="tab:blue"
         )
         ordered = sorted(complete, key=lambda t: t.number)
-        best, best_so_far = math.inf, []
-        for t in ordered:
-            best = min(best, t.value)
-            best_so_far.append(best)
+        best_so_far = list(itertools.accumulate((t.value for t in ordered), min))
         ax.step(
             [t.number for t in ordered], best_so_far, where="post", color="tab:green", label="best so far"
         )
@@ -93,20 +89,13 @@ def _plot_history(trials, path: Path) -> None:
             color="tab:gray",
             label="pruned (last val_loss)",
         )
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trial")
     ax.set_ylabel("validation MSE")
-    ax.set_title("Optimisation history")
-    if complete or pruned:
-        ax.legend()
-    fig.tight_layout()
-    save_figure(fig, path, dpi=100)
-    plt.close(fig)
+    _save_per_trial(fig, ax, "Optimisation history", bool(complete or pruned), path)
 
 
 def _plot_intermediate(trials, best_number: int | None, path: Path) -> None:
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
     from optuna.trial import TrialState
 
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -137,11 +126,19 @@ def _plot_intermediate(trials, best_number: int | None, path: Path) -> None:
                 linewidth=2,
                 label=f"best (trial {t.number})",
             )
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("val_loss (reported to the pruner)")
-    ax.set_title("Intermediate values")
-    if labelled:
+    _save_per_trial(fig, ax, "Intermediate values", bool(labelled), path)
+
+
+def _save_per_trial(fig, ax, title: str, legend: bool, path: Path) -> None:
+    """Whole-number ticks (trials, epochs), the title and a legend when anything was drawn; saved, closed."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(title)
+    if legend:
         ax.legend()
     fig.tight_layout()
     save_figure(fig, path, dpi=100)

@@ -29,9 +29,11 @@ from typing import Any
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import write_atomically
+from damcha_ts.training import RunConfig, config_hash
 from damcha_ts.tuning.launch import (
     launch_finished,
     open_study,
+    open_study_storage,
     queue_launch,
     record_invocation,
     release_unstarted,
@@ -44,7 +46,7 @@ from damcha_ts.tuning.search_file import load_search_spec, parse_search_spec
 from damcha_ts.tuning.space import SearchSpec
 from damcha_ts.workqueue.launcher import run_workers
 from damcha_ts.workqueue.queue import StudyQueue, Superseded, new_launch_token
-from damcha_ts.workqueue.storage import display_url, open_storage, refuse_read_only, resolve_storage_url
+from damcha_ts.workqueue.storage import display_url, refuse_read_only, resolve_storage_url
 
 DEFAULT_OUT_ROOT = Path("runs") / "tune"
 BEST_CONFIG_FILE = "best_config.yaml"
@@ -67,8 +69,6 @@ def worker_seed(base_seed: int, launch_token: int, index: int) -> int:
 
 
 def _hash(data: Any) -> str:
-    from damcha_ts.training import config_hash
-
     return config_hash(json.loads(json.dumps(data, default=str)))
 
 
@@ -103,12 +103,7 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
     from optuna.trial import TrialState
 
     search = parse_search_spec(spec["search"], source=spec["search_source"])
-    storage = open_storage(
-        spec["storage"],
-        heartbeat_interval=search.heartbeat_interval,
-        grace_period=search.grace_period,
-        max_retry=search.max_retry,
-    )
+    storage = open_study_storage(spec["storage"], search)
     study = optuna.load_study(
         study_name=spec["study_name"],
         storage=storage,
@@ -148,7 +143,7 @@ def evaluate_config(
     config: Mapping, out_dir: Path, *, trainer_kwargs: Mapping | None, progress: bool = False
 ) -> dict:
     """Train ``config`` once and test it; reuse the result when the same run is already on disk."""
-    from damcha_ts.training import RunConfig, run_experiment
+    from damcha_ts.training import run_experiment  # Lightning, only when a config is trained
 
     run = RunConfig.load(config)
     resolved = run.to_dict()
@@ -220,7 +215,7 @@ def run_study(
     try:
         exit_codes = _run_trials(worker_spec, setup.out_dir, workers)
     except (KeyboardInterrupt, SystemExit):  # Lightning turns an interrupt in training into SystemExit
-        release_unstarted(study, _open_storage(setup), worker_spec["launch_token"])
+        release_unstarted(study, open_study_storage(setup.url, setup.spec), worker_spec["launch_token"])
         raise
 
     result = summarize(study, setup.spec, setup.url, setup.out_dir)
@@ -295,16 +290,10 @@ def _new_launch(study, setup: _StudySetup, trainer_kwargs: Mapping | None, n_tri
         "launch_token": new_launch_token(),
         "n_trials": n_trials,
     }
-    adopted = queue_launch(study, _open_storage(setup), worker_spec["launch_token"], n_trials)
+    adopted = queue_launch(study, open_study_storage(setup.url, setup.spec), worker_spec["launch_token"], n_trials)
     log(f"study {setup.name!r} in {display_url(setup.url)}: {launch} trials so far, adding {n_trials}"
         + (f" ({adopted} of them queued before)" if adopted else ""))
     return worker_spec
-
-
-def _open_storage(setup: _StudySetup):
-    spec = setup.spec
-    return open_storage(setup.url, heartbeat_interval=spec.heartbeat_interval, grace_period=spec.grace_period,
-                        max_retry=spec.max_retry)
 
 
 def _run_trials(worker_spec: dict, out_dir: Path, workers: int) -> list[int]:
