@@ -51,15 +51,17 @@ def entity_tables(meta, data: Any, label: str = "data") -> dict[str, pd.DataFram
     return dict(zip(entities, parts))
 
 
-def predict_entities(predictor, data: Any = None, *, entities: Sequence[str] | None = None, future: Any = None,
-                     level: Sequence[float] = (), data_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """The forecast of every entity (or ``entities``) after its history (default: the stored one),
-    one frame with the entity column first; ``future``: a frame with the entity column and the
-    future covariates at each entity's forecast timestamps; ``level``: checked interval levels."""
-    from damcha_ts.forecasting.history import future_values, history_from
-    from damcha_ts.forecasting.intervals import with_intervals
-    from damcha_ts.forecasting.output import format_forecast
-
+def predict_inputs(predictor, data: Any = None, future: Any = None, entities: Sequence[str] | None = None) -> dict:
+    """What :func:`~damcha_ts.forecasting.predict.predict` forecasts: ``{entity: (its history table,
+    or None for the stored history; its future table or None)}`` for every entity of the model
+    that ``data`` has (or ``entities``), checked: an id the model does not know, or an entity
+    missing from the data or the future, is an error. A model of one series: its one entry,
+    ``{None: (data, future)}``."""
+    if not predictor.entities:
+        if entities is not None:
+            raise ConfigError("predict(entities=...): this model was fitted on one series, not many entities "
+                              "(entity_col=)")
+        return {None: (data, future)}
     meta = predictor.meta
     tables = None if data is None else entity_tables(meta, data)
     if tables is not None:
@@ -70,28 +72,13 @@ def predict_entities(predictor, data: Any = None, *, entities: Sequence[str] | N
     known = predictor.entities if tables is None else [e for e in predictor.entities if e in tables]
     chosen = check_entities(predictor.entities, entities if entities is not None else known)
     futures = None if future is None else future_tables(predictor, future)
-    pieces = []
     for entity in chosen:
-        one = predictor.for_entity(entity)
-        if tables is None and one.history is None:
-            raise ConfigError("this model was saved without history; pass the history to predict(data)")
         if tables is not None and entity not in tables:
             raise ConfigError(f"entity {entity!r} is not in the data given to predict()")
         if futures is not None and entity not in futures:
             raise ConfigError(f"future= has no rows for entity {entity!r} (its {meta.entity_col!r} column)",
                               cli=f"--future has no rows for entity {entity!r} (its {meta.entity_col!r} column)")
-        with entity_errors(entity):  # a short or broken history or future of one entity names it
-            values, stamps = one.history if tables is None else history_from(
-                one.meta, tables[entity], dict(data_options or {}))[2:]
-            rows = future_values(one.meta, None if futures is None else futures[entity],
-                                 one.future_timestamps(stamps[-1]))
-            forecast = with_intervals(one, one.forecast_after(values, stamps, rows), level)
-        kind = "long" if meta.input_kind == "long" else "wide"
-        piece = format_forecast(forecast, kind, meta.input_options, meta.input_options.get("input_columns"))
-        piece = piece.reset_index() if kind == "wide" else piece.reset_index(drop=True)
-        piece.insert(0, meta.entity_col, entity)
-        pieces.append(piece)
-    return with_typed_ids(pd.concat(pieces, ignore_index=True), meta)
+    return {e: (None if tables is None else tables[e], None if futures is None else futures[e]) for e in chosen}
 
 
 def future_tables(predictor, future: Any) -> dict[str, pd.DataFrame]:
