@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import platform
+import subprocess
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import torch
+
+from damcha_ts import __version__
+from damcha_ts.training.devices import visible_gpu_ids
 
 
 def library_versions() -> str:
     """``"python=3.11.9 torch=2.13.0 lightning=2.6.6 damcha_ts=0.1.0"`` (from package metadata, so
     nothing heavy is imported just to name it)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from damcha_ts import __version__
-
     def installed(name: str) -> str:
         try:
             return version(name)
@@ -30,9 +34,6 @@ def source_commit() -> str | None:
     """The git commit of the checkout ``damcha_ts`` runs from (12 hex digits, ``-dirty`` when tracked
     files differ from it), or None outside a checkout: one version string cannot tell two states
     of the code apart."""
-    import subprocess
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[2]
 
     def git(*args: str) -> str | None:
@@ -64,8 +65,6 @@ def cpu_model() -> str:
 
 def hardware_description() -> str:
     """The device this process trains on: GPU name if CUDA is used, CPU model and thread count."""
-    import torch
-
     cpu = f"cpu={cpu_model()} threads={torch.get_num_threads()}"
     if torch.cuda.is_available():
         return f"gpu={torch.cuda.get_device_name(0)} {cpu}"
@@ -95,10 +94,6 @@ class DevicePlan:
 
 def detect_devices() -> DevicePlan:
     """Every GPU this process may see (honouring an existing CUDA_VISIBLE_DEVICES), or the CPU."""
-    import torch
-
-    from damcha_ts.training.devices import visible_gpu_ids
-
     if not torch.cuda.is_available():
         return DevicePlan(gpu_ids=())
     return DevicePlan(gpu_ids=visible_gpu_ids(torch.cuda.device_count()))

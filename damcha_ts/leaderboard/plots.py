@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from damcha_ts.files import save_figure
 
 
@@ -27,8 +29,6 @@ def plot_average_mse(averages: Mapping[str, Mapping[str, float]], path: str | Pa
 
     averages: {dataset: {model: mean Avg MSE}}; models missing for a dataset leave a gap.
     """
-    import numpy as np
-
     datasets = list(averages)
     models = list(dict.fromkeys(m for per_model in averages.values() for m in per_model))
     figure = _figure(max(8.5, 1.3 * len(datasets) + 3.5), 4.0)
@@ -56,8 +56,6 @@ def plot_relative_change(
     Blue is better than MHA, red worse, on a colour scale symmetric about 0 that saturates at ±10 %
     (every cell is labelled with its value).
     """
-    import numpy as np
-
     labels = list(changes)
     grid = np.array([[changes[label].get(column, np.nan) for column in columns] for label in labels])
     limit = min(10.0, max(1.0, float(np.nanmax(np.abs(grid)))))  # one outlier must not wash out the rest
@@ -80,8 +78,6 @@ def plot_forecast(dataset: str, samples: Mapping[str, str | Path], path: str | P
 
     samples: {model: prediction_sample.npz} of the same dataset and horizon (same windows).
     """
-    import numpy as np
-
     figure = _figure(9.0, 3.6)
     axes = figure.add_subplot()
     truth_drawn = False
@@ -107,8 +103,6 @@ def plot_forecast(dataset: str, samples: Mapping[str, str | Path], path: str | P
 def plot_head_metrics(sample_file: str | Path, title: str, path: str | Path) -> Path | None:
     """Heatmaps of the learned per-head metrics m_i (first DAMCHA layer, averaged over test windows),
     and of the full cross-head metric M when the sample holds it. None if the sample has no metrics."""
-    import numpy as np
-
     with np.load(sample_file, allow_pickle=False) as sample:
         if "head_metrics" not in sample:
             return None
@@ -157,8 +151,6 @@ def plot_curves(dataset: str, curves: Mapping[int, Mapping[str, Mapping]], path:
 
     curves: {horizon: {model label: {"epochs", "train_loss", "val_loss"}}}.
     """
-    import numpy as np
-
     horizons = sorted(curves)
     models = list(dict.fromkeys(m for per_model in curves.values() for m in per_model))
     styles = line_styles(models)
