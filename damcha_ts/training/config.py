@@ -170,7 +170,7 @@ class DataConfig:
 
     def prepare(self):
         """The :class:`damcha_ts.data.panel.Panel` this section describes (one series: a panel of one)."""
-        from damcha_ts.data import prepare
+        from damcha_ts.data import prepare  # pandas: only when data is read
 
         return prepare(self.dataset, **self.protocol.keywords(), **self.read.keywords())
 
@@ -216,7 +216,7 @@ class RunConfig:
 
     @property
     def model_name(self) -> str:
-        from damcha_ts.models.registry import spec_of
+        from damcha_ts.models.registry import spec_of  # the models import torch: only now
 
         return spec_of(self.model).canonical_name(self.model)
 
@@ -237,7 +237,7 @@ class RunConfig:
 def _model_section(values: Mapping[str, Any], protocol) -> Any:
     """The model config dataclass: the name checked, numbers written as text read as numbers, and
     ``seq_len`` / ``pred_len`` taken from the data section (a different value there is an error)."""
-    from damcha_ts.models.registry import make_config, model_spec
+    from damcha_ts.models.registry import make_config, model_spec  # the models import torch: only now
 
     values = {key: yaml_number(value) for key, value in values.items()}
     spec = model_spec(values.get("name"), where="model.name")
@@ -273,7 +273,7 @@ KEYS = _keys()
 
 def model_keys(name: str) -> list[str]:
     """Every key the ``model`` section accepts for a model name."""
-    from damcha_ts.models.registry import model_spec
+    from damcha_ts.models.registry import model_spec  # the models import torch: only now
 
     return model_spec(name).keys
 
