@@ -179,60 +179,36 @@ class PanelWindows:
         return self.batch(indices)
 
 
-def prepare(
-    source: Source,
-    *,
-    seq_len: int = 96,
-    pred_len: int = 96,
-    features: str = "M",
-    target: str = "OT",
-    time_features_freq: str | None = "h",
-    split=None,
-    val_size=None,
-    test_size=None,
-    fill: str | None = None,
-    allow_irregular: bool = False,
-    past_covariates: Sequence[str] | None = None,
-    future_covariates: Sequence[str] | None = None,
-    entity_col: str | None = None,
-    static_covariates: Sequence[str] | None = None,
-    scaler: str | None = None,
-    **load_options,
-) -> Panel:
+def prepare(source: Source, *, entity_col: str | None = None, static_covariates: Sequence[str] | None = None,
+            scaler: str | None = None, **options) -> Panel:
     """Load ``source`` and apply the protocol: the one entry point for benchmark and user data, and
     the one place that decides one series or many entities (:func:`damcha_ts.data.entity_column.with_entity_col`).
 
-    The protocol's options are :func:`damcha_ts.data.protocol.prepare_series`'s (``load_options``:
-    ``path``, ``time_col``, ``freq``, ``layout``...). ``entity_col`` names the column of a table
-    (frame or CSV) holding many entities with the same variates (found by itself when the table
-    names its series): each is prepared on its own with these options (``static_covariates``:
-    columns constant per entity; ``scaler``: "entity" or "global"). Any other source is a panel of
-    one (:meth:`Panel.of`).
+    ``options`` are :func:`damcha_ts.data.protocol.prepare_series`'s (``seq_len``, ``pred_len``,
+    ``features``, ``split``, covariates...; ``path``, ``time_col``, ``layout``... for reading).
+    ``entity_col`` names the column of a table (frame or CSV) holding many entities with the same
+    variates (found by itself when the table names its series): each is prepared on its own with
+    these options (``static_covariates``: columns constant per entity; ``scaler``: "entity" or
+    "global"). Any other source is a panel of one (:meth:`Panel.of`).
     """
-    check_arguments(seq_len, pred_len, features)  # before the source is read
-    named = {"past_covariates": past_covariates, "future_covariates": future_covariates,
-             "static_covariates": static_covariates}
-    resolved = with_entity_col(source, {**load_options, **named, "entity_col": entity_col})
-    entity_col = resolved.pop("entity_col", None)
-    load_options = {k: v for k, v in resolved.items() if k not in named}
-    protocol = dict(seq_len=seq_len, pred_len=pred_len, features=features, target=target, split=split,
-                    time_features_freq=time_features_freq, val_size=val_size, test_size=test_size, fill=fill,
-                    allow_irregular=allow_irregular, past_covariates=past_covariates,
-                    future_covariates=future_covariates)
+    check_arguments(**{k: options[k] for k in ("seq_len", "pred_len", "features") if k in options})  # before reading
+    options = with_entity_col(source, {**options, "static_covariates": static_covariates, "entity_col": entity_col})
+    entity_col = options.pop("entity_col", None)
+    options.pop("static_covariates")
     if entity_col is not None:
-        return _prepare_entities(source, entity_col, scaler, static_covariates, load_options, protocol)
+        return _prepare_entities(source, entity_col, scaler, static_covariates, options)
     if static_covariates or scaler is not None:
         given = "static_covariates" if static_covariates else f"scaler={scaler!r}"
         raise ConfigError(f"{given} is about many entities: name their column with entity_col=...")
-    return Panel.of(prepare_series(source, **protocol, **load_options))
+    return Panel.of(prepare_series(source, **options))
 
 
-def _prepare_entities(source, entity_col, scaler, static_covariates, load_options, protocol) -> Panel:
-    """``prepare`` of a table of many entities: each one's rows read with ``load_options``."""
+def _prepare_entities(source, entity_col, scaler, static_covariates, options) -> Panel:
+    """``prepare`` of a table of many entities: each one's rows prepared with ``options``."""
     if isinstance(source, pd.DataFrame):
         table, label = source, frame_label(source)
     elif isinstance(source, (str, os.PathLike)):
-        table, label = read_csv_frame(source, sep=load_options.pop("sep", None)), str(source)
+        table, label = read_csv_frame(source, sep=options.pop("sep", None)), str(source)
     else:
         raise ConfigError(f"entity_col={entity_col!r} needs a table (a DataFrame or a CSV file) with that column, "
                           f"got {type(source).__name__}")
@@ -242,7 +218,7 @@ def _prepare_entities(source, entity_col, scaler, static_covariates, load_option
     series = []
     for entity, part in zip(entities, parts):
         with entity_errors(entity, label):
-            one = prepare_series(part, **protocol, **load_options)
+            one = prepare_series(part, **options)
         # Named after the table, as load_frame names a series (each entity's rows alone are a "DataFrame").
         series.append(dataclasses.replace(one, name=series_name(label), source=label))
     columns = series[0].history_columns

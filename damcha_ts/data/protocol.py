@@ -268,13 +268,14 @@ def time_features(timestamps: pd.DatetimeIndex, freq: str = "h") -> tuple[np.nda
     return marks.astype(np.float32), [fn.__name__ for fn in functions]
 
 
-def check_arguments(seq_len, pred_len, features) -> None:
+def check_arguments(seq_len=None, pred_len=None, features=None) -> None:
     """ConfigError naming the argument unless the lookback and horizon are positive integers and
-    ``features`` a mode."""
+    ``features`` a mode (those given: None is not checked)."""
     for argument, value in (("seq_len", seq_len), ("pred_len", pred_len)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
             raise ConfigError(f"{argument} must be a positive integer, got {plain_repr(value)}")
-    check_features(features)
+    if features is not None:
+        check_features(features)
 
 
 def prepare_series(
