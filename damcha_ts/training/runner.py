@@ -123,7 +123,8 @@ def fit_series(
     on_start: Callable[[], None] | None = None,
     validate: bool = True,
 ) -> FitResult:
-    """Train on a prepared series with early stopping, then reload the best checkpoint's weights.
+    """Train on a prepared panel (``data.prepare``; one series is a panel of one) with early stopping, then
+    reload the best checkpoint's weights.
 
     With ``resume=True`` training continues from ``out_dir/checkpoints/last.ckpt`` when it exists
     (weights, optimizer, scheduler, loop and callback state, and the train sampler's generator,
