@@ -209,12 +209,12 @@ def read_report_grids(results_path: str | Path) -> list[str]:
     if not path.is_file():
         return []
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        listed = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    grids = data.get("grids") if isinstance(data, dict) else None
+    grids = listed.get("grids") if isinstance(listed, dict) else None
     if not isinstance(grids, list) or not all(isinstance(name, str) for name in grids):
-        raise ConfigError(f"{path}: expected 'grids:' with a list of grid files, got {data!r}")
+        raise ConfigError(f"{path}: expected 'grids:' with a list of grid files, got {listed!r}")
     return grids
 
 

@@ -160,21 +160,21 @@ def _parse_range(where: str, kind: str, body: Mapping) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- the whole file
-def parse_search_spec(data: Mapping, *, source: str = "search", default_name: str = "study") -> SearchSpec:
+def parse_search_spec(raw: Mapping, *, source: str = "search", default_name: str = "study") -> SearchSpec:
     """Build a :class:`SearchSpec` from the data of a search file (already YAML-loaded)."""
-    if not isinstance(data, Mapping):
+    if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: a search file must be a mapping with a 'space' section")
-    reject_unknown_keys(data, _FILE_KEYS, "", source=source)
-    params = _parse_space(source, data.get("space"))
-    sampler = _section(source, data, "sampler", _SAMPLER_KEYS)
-    pruner_type, pruner_arguments = _parse_pruner(source, data)
-    storage = _section(source, data, "storage", _STORAGE_KEYS)
-    trainer = _parse_trainer(source, data)
+    reject_unknown_keys(raw, _FILE_KEYS, "", source=source)
+    params = _parse_space(source, raw.get("space"))
+    sampler = _section(source, raw, "sampler", _SAMPLER_KEYS)
+    pruner_type, pruner_arguments = _parse_pruner(source, raw)
+    storage = _section(source, raw, "storage", _STORAGE_KEYS)
+    trainer = _parse_trainer(source, raw)
     heartbeat, grace = _heartbeat_and_grace(source, storage)
     return SearchSpec(
         source=source,
         params=params,
-        study_name=str(data.get("study_name") or default_name),
+        study_name=str(raw.get("study_name") or default_name),
         sampler_seed=_number(f"{source}: sampler.seed", sampler.get("seed", 0), integer=True, at_least=0),
         n_startup_trials=_number(
             f"{source}: sampler.n_startup_trials", sampler.get("n_startup_trials", 10), integer=True,
@@ -187,8 +187,8 @@ def parse_search_spec(data: Mapping, *, source: str = "search", default_name: st
         max_retry=_number(f"{source}: storage.max_retry", storage.get("max_retry", 2), integer=True,
                           at_least=0),
         trainer_kwargs=dict(trainer),
-        points=_parse_points(source, data.get("points"), params),
-        raw=copy.deepcopy(dict(data)),
+        points=_parse_points(source, raw.get("points"), params),
+        raw=copy.deepcopy(dict(raw)),
     )
 
 
