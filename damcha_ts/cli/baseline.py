@@ -12,6 +12,7 @@ import json
 from damcha_ts.baselines import METHODS, evaluate_naive
 from damcha_ts.cli.arguments import add_csv_arguments, add_json_flag, csv_options
 from damcha_ts.data import prepare
+from damcha_ts.data.options import ProtocolOptions
 
 # The command line spells a method with dashes (repeat-last), as it does every flag.
 CLI_METHODS = {method.replace("_", "-"): method for method in METHODS}
@@ -21,7 +22,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("baseline", help="test MSE/MAE of a naive forecast under the protocol")
     parser.add_argument("name", metavar="NAME", help="benchmark name (ETTh1, Weather, ECL, ...) or CSV path")
     parser.add_argument("--method", required=True, choices=sorted(CLI_METHODS), help="naive forecast to score")
-    parser.add_argument("--seq-len", "--lookback", dest="seq_len", type=int, default=96, help="lookback L (default 96)")
+    parser.add_argument("--seq-len", "--lookback", dest="seq_len", type=int, default=ProtocolOptions.seq_len,
+                        help=f"lookback L (default {ProtocolOptions.seq_len})")
     parser.add_argument("--pred-len", "--horizon", dest="pred_len", type=int, required=True, help="horizon H")
     add_csv_arguments(parser)
     add_json_flag(parser)

@@ -25,6 +25,7 @@ import torch
 
 from damcha_ts.baselines import evaluate_naive
 from damcha_ts.data import prepare
+from damcha_ts.data.options import ProtocolOptions
 from damcha_ts.files import write_atomically
 from damcha_ts.leaderboard.environment import hardware_description, library_versions
 from damcha_ts.leaderboard.grid import Cell, LeaderboardGrid
@@ -33,7 +34,7 @@ from damcha_ts.models.registry import model_spec
 from damcha_ts.training import RunConfig, config_hash
 
 # Naive baselines use the protocol's lookback (protocol.md §7), like every neural config here.
-NAIVE_SEQ_LEN = 96
+NAIVE_SEQ_LEN = ProtocolOptions.seq_len
 SAMPLE_FILE = "prediction_sample.npz"
 SAMPLE_WINDOWS = 4  # forecast windows kept for the forecast-vs-truth plot
 METRIC_WINDOWS = 64  # test windows whose head metrics are averaged for the heatmap
