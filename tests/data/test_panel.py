@@ -39,3 +39,24 @@ def test_a_single_series_and_a_one_entity_panel_forecast_bit_for_bit_the_same():
     panel = fit_predict(frame.assign(store="a"), entity_col="store")
     assert single.shape == panel.shape == (H, 2)
     np.testing.assert_array_equal(single, panel)
+
+
+def test_prepare_always_returns_a_panel_and_a_single_series_is_a_panel_of_one():
+    from damcha_ts.data import Panel, prepare, prepare_series
+
+    frame = one_store().set_index("date")
+    single = prepare(frame, seq_len=L, pred_len=H)
+    many = prepare(frame.reset_index().assign(store="a"), seq_len=L, pred_len=H, entity_col="store")
+    assert isinstance(single, Panel) and isinstance(many, Panel)
+    assert single.entity_col is None and many.entity_col == "store" and many.entities == ["a"]
+    alone = prepare_series(frame, seq_len=L, pred_len=H)
+    (one,) = single.series
+    assert one.borders == single.borders == alone.borders and single.name == alone.name
+    np.testing.assert_array_equal(one.scaled, alone.scaled)
+    for split in ("train", "val", "test"):  # the same windows, in the same order, as the series alone
+        assert single.window_count(split) == alone.window_count(split) == many.window_count(split)
+        ours, theirs = single.windows(split), alone.windows(split)
+        for i in (0, len(theirs) // 2, len(theirs) - 1):
+            for key, value in theirs[i].items():
+                np.testing.assert_array_equal(ours[i][key].numpy(), value.numpy())
+                np.testing.assert_array_equal(many.windows(split)[i][key].numpy(), value.numpy())
