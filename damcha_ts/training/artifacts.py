@@ -134,16 +134,16 @@ def save_model_dir(
 def _write_history(directory: Path, meta: SeriesMeta, history_values, history_timestamps) -> str | None:
     """Write history.npz (as :func:`save_model_dir` takes it) and return its sha256; without a
     history, remove an earlier save's and return None."""
-    if isinstance(history_values, Mapping):  # many entities: {entity: (values [L, K], timestamps [L])}
+    if history_values is None:
+        (directory / HISTORY_FILE).unlink(missing_ok=True)  # not an earlier save's history
+        return None
+    if meta.entities:  # a model of many entities: {entity: (values [L, K], timestamps [L])}
         histories = [history_values[e] for e in meta.entities]
         history_values = np.stack([values for values, _ in histories])  # [E, L, K]
         history_timestamps = histories[0][1]  # its zone; the rows come from every entity
         stamps = np.stack([pd_index_ns(stamps) for _, stamps in histories])  # [E, L]
-    elif history_values is not None:
+    else:
         stamps = pd_index_ns(history_timestamps)
-    if history_values is None:
-        (directory / HISTORY_FILE).unlink(missing_ok=True)  # not an earlier save's history
-        return None
     return _write_archive(directory / HISTORY_FILE, values=np.asarray(history_values, dtype=np.float64),
                           timestamps=stamps,  # UTC ns, and the zone to show them in
                           tz=np.array(str(getattr(history_timestamps, "tz", None) or "")))
