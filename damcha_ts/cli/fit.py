@@ -196,10 +196,10 @@ RUN_MARKERS = ("checkpoints", "logs", "model", "metrics.json")
 FAILED_MARKER = "fit_failed.txt"
 
 
-def check_out_dir(out_dir: Path, *, resume: bool, overwrite: bool) -> None:
+def check_out_dir(out_dir: Path, *, resume: bool, overwrite: bool, config_hash: str | None = None) -> None:
     """Refuse to train over an earlier run unless asked to continue (--resume) or replace it
-    (--overwrite): a typo in --out must not cost a finished model. A run whose fit failed
-    (FAILED_MARKER) holds no result to lose: the same command starts it over."""
+    (--overwrite): a typo in --out must not cost a finished model. A run of this same config whose
+    fit failed (FAILED_MARKER) holds no result to lose: the same command starts it over."""
     from damcha_ts.errors import ConfigError
 
     if resume and overwrite:
@@ -207,38 +207,67 @@ def check_out_dir(out_dir: Path, *, resume: bool, overwrite: bool) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {out_dir}: is a file, not a folder")
     found = [name for name in RUN_MARKERS if (out_dir / name).exists()]
-    if found and not (resume or overwrite or (out_dir / FAILED_MARKER).is_file()):
+    failed = failed_run_hash(out_dir)
+    if found and not (resume or overwrite or (failed is not None and failed == config_hash)):
+        unfinished = (f" (an unfinished run of another config: {out_dir / FAILED_MARKER})"
+                      if failed is not None else "")
         raise ConfigError(
-            f"--out {out_dir} already holds a run ({', '.join(found)}); add --resume to continue it, "
+            f"--out {out_dir} already holds a run ({', '.join(found)}){unfinished}; add --resume to continue it, "
             "--overwrite to replace it, or choose another --out"
         )
 
 
+def failed_run_hash(out_dir: Path) -> str | None:
+    """The config hash FAILED_MARKER names (its first line), or None without a marker."""
+    marker = out_dir / FAILED_MARKER
+    if not marker.is_file():
+        return None
+    first = marker.read_text(errors="replace").partition("\n")[0]
+    return first.removeprefix("config ").strip() if first.startswith("config ") else ""
+
+
 @contextlib.contextmanager
-def training_command(command: str, out_dir: Path, *, resume: bool, overwrite: bool = False) -> Iterator[None]:
+def training_command(command: str, out_dir: Path, *, resume: bool, config_hash: str,
+                     overwrite: bool = False) -> Iterator[None]:
     """Around ``damcha-ts COMMAND`` training into ``out_dir`` (fit, quickstart):
 
     - SIGTERM and Ctrl+C end it as :class:`~damcha_ts.errors.Stopped` (exit 143 / 130), saying that
       ``--resume`` continues the run: the folder keeps its last epoch's checkpoint. (Lightning alone
       ends training on SIGTERM as if it were done, exit 0 with no model, and on Ctrl+C with exit 1.)
       Raised from the signal handler, it leaves Lightning's fit as any error does (its own SIGTERM
-      handler runs first, then this one).
-    - An error of a fresh run (neither --resume nor --overwrite) that began to write its folder
-      leaves FAILED_MARKER there, so that the same command is not refused for the folder it left.
+      handler runs first, then this one). A signal sent to the whole process group (Ctrl+C,
+      ``timeout``, a batch scheduler) also reaches the DataLoader's worker processes, which inherit
+      the handler: there it ends the worker quietly, and the error the worker's end raises in
+      this process is taken for the stop it is.
+    - An error of a fresh run (neither --resume nor --overwrite) that began to write its folder and
+      had not yet scored (no metrics.json) leaves FAILED_MARKER, naming ``config_hash``, so that the
+      same command is not refused for the folder it left, while any other config still is.
     On success the marker of an earlier failure goes."""
+    import os
+
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
     from damcha_ts.errors import Stopped, add_note
     from damcha_ts.files import write_atomically
 
+    owner, stopping = os.getpid(), []
+
     def stop(signum, frame):
+        if os.getpid() != owner:  # a forked DataLoader worker: its loop ends quietly on this
+            raise KeyboardInterrupt
+        stopping.append(signum)
         raise Stopped(signum)
 
     # A signal ignored when the command started (nohup, a background job's SIGINT) stays ignored.
     signals = [n for n in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(n) is not signal.SIG_IGN]
     previous = {number: signal.signal(number, stop) for number in signals} if _in_main_thread() else {}
     try:
-        yield
+        try:
+            yield
+        except Exception:
+            if stopping:  # e.g. "DataLoader worker exited unexpectedly": the stop's echo
+                raise Stopped(stopping[0]) from None
+            raise
     except Stopped as exc:
         from damcha_ts.training.checkpoints import LAST
         from damcha_ts.training.runner import CHECKPOINT_DIR
@@ -249,8 +278,15 @@ def training_command(command: str, out_dir: Path, *, resume: bool, overwrite: bo
                                   f"run {again}") from None
     except Exception as exc:
         started = any((out_dir / name).exists() for name in RUN_MARKERS)
-        if not (resume or overwrite) and started and rank_zero_only.rank == 0:
-            write_atomically(out_dir / FAILED_MARKER, f"damcha-ts {command} failed: {type(exc).__name__}: {exc}\n")
+        scored = (out_dir / "metrics.json").is_file()
+        if rank_zero_only.rank != 0 or resume or overwrite or not started:
+            raise
+        if scored:  # trained and scored: what failed after (calibration, the plot) --resume redoes
+            add_note(exc, f"{command}: the run in {out_dir} trained and scored (metrics.json); the same "
+                          "command with --resume writes what is missing")
+        else:
+            write_atomically(out_dir / FAILED_MARKER, f"config {config_hash}\n"
+                                                      f"damcha-ts {command} failed: {type(exc).__name__}: {exc}\n")
             add_note(exc, f"{command}: the run in {out_dir} did not finish ({out_dir / FAILED_MARKER} says so): the "
                           "same command starts it over, and with --resume it goes on from its last checkpoint")
         raise
@@ -274,8 +310,9 @@ def run(args: argparse.Namespace) -> int:
 
     config = resolve_cli_config(args)
     out_dir = Path(args.out)
-    check_out_dir(out_dir, resume=args.resume, overwrite=args.overwrite)
-    with training_command("fit", out_dir, resume=args.resume, overwrite=args.overwrite):
+    check_out_dir(out_dir, resume=args.resume, overwrite=args.overwrite, config_hash=config.config_hash())
+    with training_command("fit", out_dir, resume=args.resume, overwrite=args.overwrite,
+                          config_hash=config.config_hash()):
         # The progress bar goes to stderr; it is only useful on a terminal (not in CI logs).
         result = run_experiment(
             config, out_dir, resume=args.resume, progress=sys.stderr.isatty(), trainer_kwargs=trainer_kwargs(args)

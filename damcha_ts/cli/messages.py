@@ -53,19 +53,30 @@ def in_cli_words(text: str, flags: Mapping[str, str]) -> str:
 
     def flag(match: re.Match) -> str:
         keyword, value = match.group(1), match.group(2) or ""
-        if keyword not in flags or _OPEN_CALL.search(text, 0, match.start()):
+        if keyword not in flags or _OPEN_CALL.search(text, 0, match.start()) or _inside_a_word(text, match.start()):
             return match.group(0)
         setting = flags[keyword].endswith("=")  # --set data.KEY=VALUE (YAML)
+        if value in ("False", "None"):  # an on/off flag left off: resume=False
+            return f"without {flags[keyword].rstrip('=')}"
         if value.startswith("["):  # --ignore a,b; --set data.KEY=[a,b]
             items = ",".join(item.strip().strip("'\"") for item in value[1:-1].split(",") if item.strip())
             value = "" if items == "..." else f"[{items}]" if setting else items
-        value = "" if value in ("...", "True") else value.strip("'\"")
+        unquoted = value.strip("'\"")
+        # A value with a space keeps its quotes, so that it can be pasted into a shell as it stands.
+        value = "" if value in ("...", "True") else value if unquoted != value and " " in unquoted else unquoted
         if setting:
             return flags[keyword] + (value or "...")
         return f"{flags[keyword]} {value}" if value else flags[keyword]
 
     translated = _KEYWORD.sub(flag, text)
     return _ASIDE.sub("", translated) if translated != text else text
+
+
+def _inside_a_word(text: str, start: int) -> bool:
+    """Whether the ``keyword=`` at ``start`` is part of a path, a quoted name or another setting
+    (``/data/split=2024/x.csv``, ``column 'target=y'``): the text since the last space says so."""
+    since_space = re.split(r"\s", text[:start])[-1]
+    return any(mark in since_space for mark in "/\\'\"=")
 
 
 @contextlib.contextmanager

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = RunConfig.load(CONFIG, horizon=HORIZON, overrides=args.overrides)
     out_dir = Path(args.out)
-    with training_command("quickstart", out_dir, resume=args.resume):
+    with training_command("quickstart", out_dir, resume=args.resume, config_hash=config.config_hash()):
         result = run_experiment(config, out_dir, resume=args.resume, progress=sys.stderr.isatty(),
                                 trainer_kwargs=trainer_kwargs(args))
         from lightning.fabric.utilities.rank_zero import rank_zero_only

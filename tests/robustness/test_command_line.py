@@ -30,25 +30,33 @@ from matrix import Case, check_case, fit_argv, fit_case, hourly_frame, run_cli, 
 STOPPED_BY = {signal.SIGTERM: (143, "stopped by SIGTERM"), signal.SIGINT: (130, "stopped by SIGINT")}
 
 
-@pytest.mark.parametrize("signum", list(STOPPED_BY), ids=lambda s: signal.Signals(s).name)
-def test_a_fit_stopped_by_a_signal_exits_non_zero_and_resumes(signum, tmp_path):
+@pytest.mark.parametrize(("signum", "workers"), [(signal.SIGTERM, 0), (signal.SIGINT, 0), (signal.SIGTERM, 2),
+                                                (signal.SIGINT, 2)],
+                         ids=["SIGTERM", "SIGINT", "SIGTERM-to-the-group-with-loader-workers",
+                              "SIGINT-to-the-group-with-loader-workers"])
+def test_a_fit_stopped_by_a_signal_exits_non_zero_and_resumes(signum, workers, tmp_path):
     """Lightning ends training on SIGTERM as if it were done: the command exited 0 with no model
-    (and 1 on Ctrl+C), so ``fit … && predict …`` or a batch scheduler read success."""
+    (and 1 on Ctrl+C), so ``fit … && predict …`` or a batch scheduler read success. Ctrl+C,
+    ``timeout`` and batch schedulers signal the whole process group, DataLoader workers included:
+    that too is a stop, not a failure (it gave exit 1, tracebacks and a fit_failed.txt)."""
     data = write_csv(hourly_frame(), tmp_path / "series.csv")
     # Far more epochs than the test waits for: the signal always lands during training.
     argv = [str(a) for a in fit_argv(data, tmp_path / "run", "--set", "training.max_epochs=1000",
-                                     "--set", "training.patience=1000")]
+                                     "--set", "training.patience=1000", "--set", f"training.num_workers={workers}")]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with (tmp_path / "stderr.txt").open("w") as stderr:
         fit = subprocess.Popen([sys.executable, "-m", "damcha_ts.cli.main", *argv], stderr=stderr,
-                               stdout=subprocess.DEVNULL, env=env)
+                               stdout=subprocess.DEVNULL, env=env, start_new_session=True)
         try:
             last = tmp_path / "run" / "checkpoints" / "last.ckpt"
             deadline = time.monotonic() + 240
             while not last.is_file() and fit.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert last.is_file(), f"no checkpoint written: {(tmp_path / 'stderr.txt').read_text()}"
-            fit.send_signal(signum)
+            if workers:
+                os.killpg(fit.pid, signum)
+            else:
+                fit.send_signal(signum)
             code = fit.wait(timeout=120)
         finally:
             fit.kill()
@@ -60,6 +68,7 @@ def test_a_fit_stopped_by_a_signal_exits_non_zero_and_resumes(signum, tmp_path):
            "epoch: run the same command with --resume" in said
     assert "Traceback" not in said
     assert not (tmp_path / "run" / "metrics.json").exists()  # nothing claims a finished run
+    assert not (tmp_path / "run" / "fit_failed.txt").exists()  # a stop is no failure: --resume, not a restart
     # The same command with --resume finishes it (capped at 3 epochs to stay fast; a Trainer
     # argument, so the config, which a resume checks, is the same).
     resumed = run_cli([*argv, "--resume", "--trainer", "max_epochs=3"])
@@ -91,6 +100,43 @@ def test_a_fit_that_fails_after_training_leaves_no_folder_that_refuses_its_rerun
     assert (out / "notes.txt").read_text() == "the user's own file"
     assert (f"damcha-ts fit: the run in {out} did not finish ({out / 'fit_failed.txt'} says so): the same command "
             "starts it over, and with --resume it goes on from its last checkpoint") in failed.stderr
+
+
+def test_a_failed_fit_lets_only_its_own_config_take_over_the_folder(tmp_path, monkeypatch):
+    """The marker of a failed fit names its config: another config into that --out is refused as
+    any run in the folder is (without this, any fit could replace what the folder held)."""
+    import damcha_ts.training.runner as runner
+
+    def scoring_fails(fit, series):
+        raise DataError("test scoring failed (injected)")
+
+    data = write_csv(hourly_frame(), tmp_path / "series.csv")
+    monkeypatch.setattr(runner, "evaluate_test_split", scoring_fails)
+    assert run_cli(fit_argv(data, tmp_path / "run")).code == 2
+    monkeypatch.undo()
+    other = run_cli([*fit_argv(data, tmp_path / "run"), "--lookback", "8"])
+    assert other.code == 2
+    assert (f"--out {tmp_path / 'run'} already holds a run (checkpoints, logs) (an unfinished run of another "
+            f"config: {tmp_path / 'run' / 'fit_failed.txt'}); add --resume") in other.stderr
+
+
+def test_a_fit_that_fails_after_scoring_is_not_marked_to_start_over(tmp_path, monkeypatch):
+    """Trained and scored (metrics.json), a run whose plot then failed is finished work: no marker
+    lets the next fit replace it, and the message says --resume writes what is missing."""
+    import damcha_ts.cli.fit as fit
+
+    def plot_fails(out_dir, series):
+        raise OSError(28, "No space left on device")
+
+    data = write_csv(hourly_frame(), tmp_path / "series.csv")
+    argv = [a for a in fit_argv(data, tmp_path / "run") if a != "--no-plot"]
+    monkeypatch.setattr(fit, "write_forecast_plot", plot_fails)
+    failed = run_cli(argv)
+    assert failed.code == 2, failed.stderr
+    assert not (tmp_path / "run" / "fit_failed.txt").exists()
+    assert (f"damcha-ts fit: the run in {tmp_path / 'run'} trained and scored (metrics.json); the same command "
+            "with --resume writes what is missing") in failed.stderr
+    assert run_cli([*argv, "--lookback", "8"]).code == 2  # the finished model is not replaced
 
 
 def _semicolon_csv(folder: Path, fixtures: dict) -> list[str]:
