@@ -247,8 +247,7 @@ def training_command(command: str, out_dir: Path, *, resume: bool, config_hash: 
 
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
-    from damcha_ts.errors import Stopped, add_note
-    from damcha_ts.files import write_atomically
+    from damcha_ts.errors import Stopped
 
     owner, stopping = os.getpid(), []
 
@@ -269,26 +268,11 @@ def training_command(command: str, out_dir: Path, *, resume: bool, config_hash: 
                 raise Stopped(stopping[0]) from None
             raise
     except Stopped as exc:
-        from damcha_ts.training.checkpoints import LAST
-        from damcha_ts.training.runner import CHECKPOINT_DIR
-
-        again = "the same command with --resume" + (" instead of --overwrite" if overwrite else "")
-        since = " from its last finished epoch" if (out_dir / CHECKPOINT_DIR / LAST).is_file() else ""
-        raise Stopped(exc.signum, f"{command}: {exc}; the run in {out_dir} can be continued{since}: "
-                                  f"run {again}") from None
+        raise Stopped(exc.signum, _stopped_message(command, out_dir, exc, overwrite=overwrite)) from None
     except Exception as exc:
         started = any((out_dir / name).exists() for name in RUN_MARKERS)
-        scored = (out_dir / "metrics.json").is_file()
-        if rank_zero_only.rank != 0 or resume or overwrite or not started:
-            raise
-        if scored:  # trained and scored: what failed after (calibration, the plot) --resume redoes
-            add_note(exc, f"{command}: the run in {out_dir} trained and scored (metrics.json); the same "
-                          "command with --resume writes what is missing")
-        else:
-            write_atomically(out_dir / FAILED_MARKER, f"config {config_hash}\n"
-                                                      f"damcha-ts {command} failed: {type(exc).__name__}: {exc}\n")
-            add_note(exc, f"{command}: the run in {out_dir} did not finish ({out_dir / FAILED_MARKER} says so): the "
-                          "same command starts it over, and with --resume it goes on from its last checkpoint")
+        if rank_zero_only.rank == 0 and started and not (resume or overwrite):
+            _mark_failed(command, out_dir, exc, config_hash)
         raise
     else:
         if rank_zero_only.rank == 0:
@@ -296,6 +280,30 @@ def training_command(command: str, out_dir: Path, *, resume: bool, config_hash: 
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def _stopped_message(command: str, out_dir: Path, stop: BaseException, *, overwrite: bool) -> str:
+    from damcha_ts.training.checkpoints import LAST
+    from damcha_ts.training.trainer import CHECKPOINT_DIR
+
+    again = "the same command with --resume" + (" instead of --overwrite" if overwrite else "")
+    since = " from its last finished epoch" if (out_dir / CHECKPOINT_DIR / LAST).is_file() else ""
+    return f"{command}: {stop}; the run in {out_dir} can be continued{since}: run {again}"
+
+
+def _mark_failed(command: str, out_dir: Path, error: Exception, config_hash: str) -> None:
+    """Leave FAILED_MARKER in a fresh run's folder that ``error`` ended before it scored, and say so."""
+    from damcha_ts.errors import add_note
+    from damcha_ts.files import write_atomically
+
+    if (out_dir / "metrics.json").is_file():  # trained and scored: what failed after, --resume redoes
+        add_note(error, f"{command}: the run in {out_dir} trained and scored (metrics.json); the same "
+                        "command with --resume writes what is missing")
+        return
+    write_atomically(out_dir / FAILED_MARKER,
+                     f"config {config_hash}\ndamcha-ts {command} failed: {type(error).__name__}: {error}\n")
+    add_note(error, f"{command}: the run in {out_dir} did not finish ({out_dir / FAILED_MARKER} says so): the "
+                    "same command starts it over, and with --resume it goes on from its last checkpoint")
 
 
 def _in_main_thread() -> bool:

@@ -86,26 +86,22 @@ def run(args: argparse.Namespace) -> int:
     else:  # stdout holds the one JSON object with --json, so the forecast goes to stderr then
         forecast.to_csv(sys.stderr if args.json else sys.stdout, index=wide, sep=sep)
     if args.json:
-        # A long forecast keeps the input's column order, so find its time column by type.
-        times = forecast.index if wide else next(
-            forecast[c] for c in forecast.columns if pd.api.types.is_datetime64_any_dtype(forecast[c])
-        )
-        print(
-            json.dumps(
-                {
-                    "model": predictor.model.name,
-                    "horizon": predictor.horizon,
-                    "output": args.output,
-                    "rows": len(forecast),
-                    "columns": [str(c) for c in forecast.columns],
-                    "first_timestamp": str(times.min()),
-                    "last_timestamp": str(times.max()),
-                }
-            )
-        )
+        print(json.dumps(_summary(predictor, forecast, args.output)))
     elif args.output:
         print(f"wrote {len(forecast)} rows to {args.output}", file=sys.stderr)
     return 0
+
+
+def _summary(predictor, forecast: pd.DataFrame, output: str | None) -> dict:
+    """The ``--json`` object: what was forecast, how many rows, from when to when."""
+    # A long forecast keeps the input's column order, so find its time column by type.
+    wide = isinstance(forecast.index, pd.DatetimeIndex)
+    times = forecast.index if wide else next(
+        forecast[c] for c in forecast.columns if pd.api.types.is_datetime64_any_dtype(forecast[c])
+    )
+    return {"model": predictor.model.name, "horizon": predictor.horizon, "output": output, "rows": len(forecast),
+            "columns": [str(c) for c in forecast.columns], "first_timestamp": str(times.min()),
+            "last_timestamp": str(times.max())}
 
 
 def _output_separator(source, given: str | None) -> str:
