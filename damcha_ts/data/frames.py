@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from damcha_ts.data.csv_files import csv_origin, read_csv_frame
 from damcha_ts.data.options import check_fill, check_layout
 from damcha_ts.data.registry import (
     DatasetSpec,
@@ -26,7 +27,6 @@ from damcha_ts.data.registry import (
     get_spec,
     is_benchmark_name,
 )
-from damcha_ts.data.csv_files import csv_origin, read_csv_frame
 from damcha_ts.data.storage import locate_dataset
 from damcha_ts.data.table_shape import decide_layout
 from damcha_ts.data.time_index import Place, check_freq, check_steps_match, inferred_freq, irregularity

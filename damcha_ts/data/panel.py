@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from damcha_ts.data.entities import check_entities, check_scaler, entity_errors, errors_of, id_dtype_of, split_entities
 from damcha_ts.data.csv_files import frame_label, read_csv_frame
+from damcha_ts.data.entities import check_entities, check_scaler, entity_errors, errors_of, id_dtype_of, split_entities
 from damcha_ts.data.entity_column import with_entity_col
 from damcha_ts.data.frames import Source, series_name
 from damcha_ts.data.protocol import SPLITS, SeriesData, check_arguments, prepare_series, train_on_train_and_val

@@ -1,13 +1,13 @@
-"""Forecasts and scores of a many-entity model (data/entities.py): every entity, or some of them.
+"""What a many-entity model (data/panel.py) forecasts: every entity, or some of them.
 
 A many-entity model is one network; each entity has its own scalers (or all share one) and static
 covariates, so each forecast runs through that entity's :class:`Predictor`
 (``predictor.for_entity(name)``). Output frames carry the entity column first: wide (entity, time,
 variates) or long (the input's long columns with the entity). ``evaluate`` reports each entity and
-all of them pooled (every window of every entity counts once: ``predictor.pooled_scores``); ``backtest`` and
-``cross_validation`` count each entity's cutoffs from its own last row (``cross_validation.rolling_forecasts``). Inside, ids are text; in
-what comes back they have the dtype of the fit data's entity column (int ids stay int), and an
-error about one entity names it.
+all of them pooled (every window of every entity counts once: ``predictor.pooled_scores``);
+``backtest`` and ``cross_validation`` count each entity's cutoffs from its own last row
+(``cross_validation.rolling_forecasts``). Inside, ids are text; in what comes back they have the
+dtype of the fit data's entity column (int ids stay int), and an error about one entity names it.
 """
 
 from __future__ import annotations
