@@ -430,22 +430,14 @@ def _plot(forecaster: Forecaster, data: Any, truth: Any, variates: Sequence[str]
     """Forecaster.plot (see there)."""
     from damcha_ts.forecasting.history import future_values
     from damcha_ts.forecasting.intervals import check_levels, require_calibration
+    from damcha_ts.forecasting.entities import one_entity
     from damcha_ts.forecasting.predict import stored_history
     from damcha_ts.plotting import plot_prediction
 
     predictor, title = forecaster._predictor("plot"), forecaster.model_config["name"]
     require_calibration(predictor, check_levels(level))
-    if predictor.entities:  # one entity's history, forecast and (given) future
-        from damcha_ts.forecasting.entities import entity_tables, refuse_entities
-
-        if entity is None:
-            refuse_entities(predictor, "plot()")
-        whole, predictor, title = predictor, predictor.for_entity(entity), f"{title}: {entity}"
-        data = None if data is None else entity_tables(whole.meta, data).get(entity)
-        if future is not None and whole.meta.entity_col in map(str, future.columns):
-            future = entity_tables(whole.meta, future, "future").get(entity)
-    elif entity is not None:
-        raise ConfigError("plot(entity=...): this model was fitted on one series, not many entities (entity_col=)")
+    predictor, data, future = one_entity(predictor, entity, data, future, "plot")
+    title = title if entity is None else f"{title}: {entity}"
     values, stamps = stored_history(predictor) if data is None else history_from(predictor.meta, data, data_options)[2:]
     future_rows = future_values(predictor.meta, future, predictor.future_timestamps(stamps[-1]))
     return plot_prediction(predictor, values, stamps, truth=truth, variates=variates, history_steps=history_steps,

@@ -23,13 +23,23 @@ from damcha_ts.data.entities import check_entities, entity_errors, split_entitie
 from damcha_ts.errors import ConfigError
 
 
-def refuse_entities(predictor, action: str) -> None:
-    """ConfigError when ``predictor`` is a many-entity model and ``action`` needs one series."""
-    if predictor.entities:
-        raise ConfigError(
-            f"{action}: this model has {len(predictor.entities)} entities; name one (entity=...), "
-            f"e.g. {predictor.entities[0]!r}"
-        )
+def one_entity(predictor, entity: str | None, data: Any = None, future: Any = None, action: str = "plot") -> tuple:
+    """(the predictor of ``entity``, its rows of ``data`` and ``future``) for what shows one series
+    (``action``, e.g. "plot"): a many-entity model needs ``entity`` named (its table of ``data``, or its stored
+    history without; its rows of a ``future`` with the entity column); a model of one series refuses
+    one and keeps ``data`` and ``future`` as they are."""
+    if not predictor.entities:
+        if entity is not None:
+            raise ConfigError(f"{action}(entity=...): this model was fitted on one series, not many entities "
+                              "(entity_col=)")
+        return predictor, data, future
+    if entity is None:
+        raise ConfigError(f"{action}(): this model has {len(predictor.entities)} entities; name one (entity=...), "
+                          f"e.g. {predictor.entities[0]!r}")
+    data = None if data is None else entity_tables(predictor.meta, data).get(entity)
+    if future is not None and predictor.meta.entity_col in map(str, future.columns):
+        future = entity_tables(predictor.meta, future, "future").get(entity)
+    return predictor.for_entity(entity), data, future
 
 
 def entity_tables(meta, data: Any, label: str = "data") -> dict[str, pd.DataFrame]:
