@@ -75,6 +75,26 @@ def _ett(name: str, freq: str, n_rows: int, split: str, sha256: str) -> DatasetS
     )
 
 
+def _tslib(name: str, folder: str, freq: str, n_rows: int, n_variates: int, sha256: str | None, *,
+           citation: str = "Lai et al., LSTNet, SIGIR 2018; Wu et al., Autoformer, NeurIPS 2021",
+           **extra) -> DatasetSpec:
+    """A dataset of TSLib's collection (``<folder>/<folder>.csv`` on its Hugging Face mirror), split 70/10/20."""
+    return DatasetSpec(
+        name=name,
+        filename=f"{folder}.csv",
+        freq=freq,
+        n_rows=n_rows,
+        n_variates=n_variates,
+        split="custom",
+        sha256=sha256,
+        urls=(f"{_TSLIB_HF}/{folder}/{folder}.csv",),
+        subdir=folder,
+        license="none stated (research-use benchmark data)",
+        citation=citation,
+        **extra,
+    )
+
+
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
@@ -82,61 +102,15 @@ DATASETS: dict[str, DatasetSpec] = {
         _ett("ETTh2", "h", 17420, "ett_hour", "a3dc2c597b9218c7ce1cd55eb77b283fd459a1d09d753063f944967dd6b9218b"),
         _ett("ETTm1", "15min", 69680, "ett_minute", "6ce1759b1a18e3328421d5d75fadcb316c449fcd7cec32820c8dafda71986c9e"),
         _ett("ETTm2", "15min", 69680, "ett_minute", "db973ca252c6410a30d0469b13d696cf919648d0f3fd588c60f03fdbdbadd1fd"),
-        DatasetSpec(
-            name="Weather",
-            filename="weather.csv",
-            freq="10min",
-            n_rows=52696,
-            n_variates=21,
-            split="custom",
-            sha256="34ee981d07313e51da2a50bb600072c8ae4a69cb4b0651f4cb93a069d7a2ba63",
-            urls=(f"{_TSLIB_HF}/weather/weather.csv",),
-            subdir="weather",
-            license="none stated (research-use benchmark data)",
-            citation="Wu et al., Autoformer, NeurIPS 2021; MPI-BGC Jena weather station",
-        ),
-        DatasetSpec(
-            name="Traffic",
-            filename="traffic.csv",
-            freq="h",
-            n_rows=17544,
-            n_variates=862,
-            split="custom",
-            sha256="cb06463d56fa17d87f47027cd9389ceae82a69eddee51cdb61480e120dab0b16",
-            urls=(f"{_TSLIB_HF}/traffic/traffic.csv",),
-            subdir="traffic",
-            license="none stated (research-use benchmark data)",
-            citation="Lai et al., LSTNet, SIGIR 2018; Wu et al., Autoformer, NeurIPS 2021",
-        ),
-        DatasetSpec(
-            name="Electricity",
-            filename="electricity.csv",
-            freq="h",
-            n_rows=26304,
-            n_variates=321,
-            split="custom",
-            sha256="7e45845d54c5219bad0ae6bc1b5316cf8ff9cead5d33fa998a5a51c2e4a497ad",
-            urls=(f"{_TSLIB_HF}/electricity/electricity.csv",),
-            subdir="electricity",
-            aliases=("ECL",),
-            license="none stated (research-use benchmark data)",
-            citation="Lai et al., LSTNet, SIGIR 2018; Wu et al., Autoformer, NeurIPS 2021",
-        ),
-        DatasetSpec(
-            name="Exchange",
-            filename="exchange_rate.csv",
-            freq="D",
-            n_rows=7588,
-            n_variates=8,
-            split="custom",
-            sha256=None,  # not verified by this project; see datasets/Exchange.md
-            urls=(f"{_TSLIB_HF}/exchange_rate/exchange_rate.csv",),
-            date_format=None,  # the packaged file's stamp layout was not checked here
-            subdir="exchange_rate",
-            aliases=("exchange_rate", "exchange-rate"),
-            license="none stated (research-use benchmark data)",
-            citation="Lai et al., LSTNet, SIGIR 2018; Wu et al., Autoformer, NeurIPS 2021",
-        ),
+        _tslib("Weather", "weather", "10min", 52696, 21, "34ee981d07313e51da2a50bb600072c8ae4a69cb4b0651f4cb93a069d7a2ba63",
+               citation="Wu et al., Autoformer, NeurIPS 2021; MPI-BGC Jena weather station"),
+        _tslib("Traffic", "traffic", "h", 17544, 862, "cb06463d56fa17d87f47027cd9389ceae82a69eddee51cdb61480e120dab0b16"),
+        _tslib("Electricity", "electricity", "h", 26304, 321,
+               "7e45845d54c5219bad0ae6bc1b5316cf8ff9cead5d33fa998a5a51c2e4a497ad", aliases=("ECL",)),
+        # Its checksum is not verified by this project (see datasets/Exchange.md), nor the packaged
+        # file's stamp layout (pandas infers it).
+        _tslib("Exchange", "exchange_rate", "D", 7588, 8, None, date_format=None,
+               aliases=("exchange_rate", "exchange-rate")),
     )
 }
 
