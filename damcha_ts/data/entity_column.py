@@ -13,14 +13,8 @@ import pandas as pd
 from damcha_ts.data.csv_files import csv_separator, frame_label, read_csv, read_csv_header
 from damcha_ts.data.frames import id_spans
 from damcha_ts.data.layout import is_user_file
-from damcha_ts.data.table_shape import (
-    LONG_COLUMNS,
-    Layout,
-    decide_layout,
-    find_time_column,
-    ignored_columns,
-    long_columns,
-)
+from damcha_ts.data.table_shape import (LONG_COLUMNS, Layout, decide_layout, find_time_column, ignored_columns,
+                                        long_columns)
 from damcha_ts.errors import DataError
 
 #: Rows of a CSV read to tell its text columns from its number columns before reading them whole.

@@ -11,19 +11,8 @@ import numpy as np
 
 from damcha_ts.data.protocol import scored_slice
 from damcha_ts.errors import ConfigError, DataError
-from damcha_ts.forecasting.intervals import (
-    MAX_SCORES,
-    MAX_WINDOWS,
-    MIN_WINDOWS,
-    Calibration,
-    check_levels,
-    interval,
-    level_name,
-    level_pairs,
-    quantile_index,
-    require_calibration,
-    score_unit,
-)
+from damcha_ts.forecasting.intervals import (MAX_SCORES, MAX_WINDOWS, MIN_WINDOWS, Calibration, check_levels, interval,
+                                             level_name, level_pairs, quantile_index, require_calibration, score_unit)
 
 
 def trained_splits(refit: bool) -> tuple[str, ...]:
