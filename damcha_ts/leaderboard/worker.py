@@ -34,7 +34,7 @@ from damcha_ts.leaderboard.queue import (
     stored_row,
     trial_key,
 )
-from damcha_ts.workqueue.launcher import read_spec, stop_on_sigterm
+from damcha_ts.workqueue.launcher import worker_arguments
 from damcha_ts.workqueue.queue import ERROR_ATTR, StudyQueue, Superseded
 
 POLL_SECONDS = 5.0  # while waiting for cells running elsewhere
@@ -119,14 +119,10 @@ def _run(handle, item, grid, results: Path, trainer_kwargs: dict) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m damcha_ts.leaderboard.worker SPEC.json INDEX", file=sys.stderr)
+    started = worker_arguments("damcha_ts.leaderboard.worker", argv)
+    if started is None:
         return 2
-    stop_on_sigterm()
-    spec = read_spec(args[0])
-    counts = serve_cells(spec, int(args[1]))
-    return 1 if counts["failed"] else 0
+    return 1 if serve_cells(*started)["failed"] else 0
 
 
 if __name__ == "__main__":

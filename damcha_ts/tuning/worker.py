@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import sys
 
+from damcha_ts.workqueue.launcher import worker_arguments
+
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m damcha_ts.tuning.worker SPEC.json INDEX", file=sys.stderr)
+    started = worker_arguments("damcha_ts.tuning.worker", argv)
+    if started is None:
         return 2
     import optuna
 
     from damcha_ts.tuning.study import run_worker
-    from damcha_ts.workqueue.launcher import read_spec, stop_on_sigterm
 
-    stop_on_sigterm()  # a stopped worker's trial goes back to the queue
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    spec = read_spec(args[0])
-    run_worker(spec, int(args[1]))
+    run_worker(*started)
     return 0
 
 

@@ -39,6 +39,18 @@ def read_spec(path: str | Path) -> dict:
     return spec
 
 
+def worker_arguments(module: str, argv: list[str] | None = None) -> tuple[dict, int] | None:
+    """In a worker ``python -m module SPEC.json INDEX``: (its spec, its index), SIGTERM now stopping
+    it (:func:`stop_on_sigterm`); None, with the usage on stderr, when ``argv`` (default: the command
+    line's) is not those two."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print(f"usage: python -m {module} SPEC.json INDEX", file=sys.stderr)
+        return None
+    stop_on_sigterm()  # a stopped worker's work in hand goes back to its queue
+    return read_spec(args[0]), int(args[1])
+
+
 def worker_environment(index: int, workers: int, gpus: int, environ: Mapping[str, str] | None = None) -> dict:
     """The environment of worker ``index``: its share of the CPU cores and, with GPUs, one of them
     (round-robin over the visible ones), so that it trains on that GPU alone."""
