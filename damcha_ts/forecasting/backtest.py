@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.errors import DataError
+from damcha_ts.forecasting.intervals import check_levels, forecast_intervals, interval_columns, require_calibration
 from damcha_ts.forecasting.output import long_names
 from damcha_ts.schema import positive_int
 
@@ -54,19 +55,25 @@ def backtest(
     predictor's calibrated intervals ``forecast-lo-80``, ``forecast-hi-80``, ...
     (:mod:`damcha_ts.forecasting.intervals`).
     """
-    from damcha_ts.forecasting.intervals import check_levels, forecast_intervals, interval_columns, require_calibration
-    from damcha_ts.models.quantiles import quantile_column_name
+    levels = check_levels(level)
+    return window_forecasts(predictor, values, timestamps, n_windows, window_step(n_windows, step, predictor.horizon),
+                            input_options, levels)
 
-    interval_levels = check_levels(level)
+
+def window_forecasts(predictor, values: np.ndarray, timestamps: pd.DatetimeIndex, n_windows: int, step: int,
+                     input_options: Mapping[str, Any] | None, interval_levels: tuple[float, ...]) -> pd.DataFrame:
+    """:func:`backtest` once its arguments are checked: ``step`` rows between cutoffs (from
+    :func:`window_step`) and the ``interval_levels`` :func:`check_levels` gave."""
+    from damcha_ts.models.quantiles import quantile_column_name  # imports torch: only now
+
     require_calibration(predictor, interval_levels)
     horizon, lookback = predictor.horizon, predictor.lookback
-    step = window_step(n_windows, step, horizon)
     positions = cutoffs(len(values), n_windows, step, lookback, horizon)
     histories = np.stack([values[c - lookback + 1 : c + 1] for c in positions])
     n_future = len(predictor.future_covariates)  # known over the horizon: read from the rows after the cutoff
     future = np.stack([values[c + 1 : c + 1 + horizon, -n_future:] for c in positions]) if n_future else None
     forecasts, levels = predictor.forecast(histories, [timestamps[c - lookback + 1 : c + 1] for c in positions], future)
-    bounds = forecast_intervals(predictor, forecasts, levels, interval_levels) if interval_levels else {}
+    bounds = forecast_intervals(predictor, forecasts, levels, interval_levels)
     columns = predictor.output_columns
     position = {c: i for i, c in enumerate(predictor.meta.columns)}  # a dict: linear in the columns
     truth_columns = [position[c] for c in columns]

@@ -27,8 +27,9 @@ import pandas as pd
 
 from damcha_ts.data.entities import errors_of
 from damcha_ts.errors import ConfigError
-from damcha_ts.forecasting.backtest import backtest, cutoffs, window_step
+from damcha_ts.forecasting.backtest import cutoffs, window_forecasts, window_step
 from damcha_ts.forecasting.entities import with_typed_ids
+from damcha_ts.forecasting.intervals import check_levels
 from damcha_ts.schema import positive_int
 
 #: ``{entity: (values [T, K], timestamps [T])}``: the raw rows of each entity (one entry for a model
@@ -119,16 +120,15 @@ def backtest_rows(predictor, rows: Rows, *, n_windows: int, step: int, input_opt
     from its own last row) through its own predictor: of a model of one series, its frame; of many
     entities, one frame with the entity column first, ids in the dtype of the fit data of ``ids_as``
     (a meta; default the predictor's), laid out as the fit input was (``meta.input_options``)."""
-    entity_col = getattr(predictor.meta, "entity_col", None)
+    entity_col, levels = getattr(predictor.meta, "entity_col", None), check_levels(level)
     if entity_col is None:
         ((values, stamps),) = rows.values()
-        return backtest(predictor, values, stamps, n_windows=n_windows, step=step, input_options=input_options,
-                        level=level)
+        return window_forecasts(predictor, values, stamps, n_windows, step, input_options, levels)
     pieces = []
     for entity, (values, stamps) in rows.items():
         with errors_of(entity_col, entity):  # e.g. too few rows for the windows
-            piece = backtest(predictor.for_entity(entity), values, stamps, n_windows=n_windows, step=step,
-                             input_options=predictor.meta.input_options, level=level)
+            piece = window_forecasts(predictor.for_entity(entity), values, stamps, n_windows, step,
+                                     predictor.meta.input_options, levels)
         piece.insert(0, entity_col, entity)
         pieces.append(piece)
     return with_typed_ids(pd.concat(pieces, ignore_index=True), ids_as or predictor.meta)

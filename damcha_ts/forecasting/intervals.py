@@ -290,8 +290,8 @@ def interval(point: np.ndarray, calibration: Calibration, level: float, *, quant
     ``quantile_values`` [..., Q, H, C_out] at ``quantiles`` are a quantile model's forecasts; a
     calibration with pairs needs them (CQR), one without gives the residual band around ``point``;
     either holds ``point``, and bands of one forecast are nested in the level (see the module
-    docstring). ``unit``: the forecast units of one score unit (:func:`score_unit`)."""
-    (level,) = check_levels(level)
+    docstring). ``unit``: the forecast units of one score unit (:func:`score_unit`). ``level``: one
+    of the levels :func:`check_levels` gave."""
     point = np.asarray(point, dtype=np.float64)
     if point.shape[-2:] != (calibration.horizon, calibration.n_outputs):
         raise ConfigError(
@@ -346,11 +346,10 @@ def require_calibration(predictor, levels: Sequence[float]) -> Calibration | Non
 def forecast_intervals(predictor, point: np.ndarray, quantile_values: np.ndarray | None,
                        levels: Sequence[float]) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """``{level: (lo, hi)}`` for forecasts of ``predictor`` (``point`` [..., H, C_out], and a
-    quantile model's ``quantile_values`` [..., Q, H, C_out]) with its calibration; levels checked
-    (:func:`check_levels`); ``{}`` for no levels (None or empty)."""
-    if levels is None or (not np.isscalar(levels) and len(levels) == 0):
+    quantile model's ``quantile_values`` [..., Q, H, C_out]) with its calibration at ``levels``, as
+    :func:`check_levels` gave them; ``{}`` for no levels."""
+    if not levels:
         return {}
-    levels = check_levels(levels)
     calibration = require_calibration(predictor, levels)
     unit = score_unit(predictor)
     bounds = {level: interval(point, calibration, level, quantile_values=quantile_values, quantiles=predictor.quantiles,

@@ -11,7 +11,7 @@ import numpy as np
 
 from damcha_ts.data.protocol import scored_slice
 from damcha_ts.errors import ConfigError, DataError
-from damcha_ts.forecasting.intervals import (MAX_SCORES, MAX_WINDOWS, MIN_WINDOWS, Calibration, check_levels, interval,
+from damcha_ts.forecasting.intervals import (MAX_SCORES, MAX_WINDOWS, MIN_WINDOWS, Calibration, interval,
                                              level_name, level_pairs, quantile_index, require_calibration, score_unit)
 
 
@@ -117,8 +117,9 @@ def interval_scores(predictor, series, split: str, levels: Sequence[float], *, b
     * for a quantile model: ``pinball_loss``, the mean of ``ρ_τ(y − q̂_τ)`` over levels and cells
       (as :func:`damcha_ts.models.quantiles.pinball_loss`), and ``wql``, the mean over levels of
       ``Σ 2 ρ_τ / Σ |y|`` (GluonTS' ``mean_weighted_sum_quantile_loss``).
+
+    ``levels``: as :func:`~damcha_ts.forecasting.intervals.check_levels` gave them.
     """
-    levels = check_levels(levels)
     calibration = require_calibration(predictor, levels)
     quantiles = predictor.quantiles
     sums: dict[str, float] = {}
