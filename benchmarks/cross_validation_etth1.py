@@ -63,7 +63,7 @@ def main() -> None:
     started = time.perf_counter()
     forecaster.fit("ETTh1")
     fit_seconds = time.perf_counter() - started
-    (series,) = forecaster._series.series  # ETTh1 is one series: a panel of one
+    (series,) = forecaster.panel_.series  # ETTh1 is one series: a panel of one
     mean, scale = series.scaler.mean_, series.scaler.scale_
 
     runs = {}

@@ -118,13 +118,13 @@ def test_a_save_is_whole_or_reported_incomplete(fitted, tmp_path, monkeypatch):
     directory = fitted.save(tmp_path / "model")
     assert (directory / "history.npz").is_file()
     # Saving again without history leaves no earlier history behind to be picked up by load().
-    history = fitted._history
-    fitted._history = None
+    history = fitted.predictor_.history
+    fitted.predictor_.history = None
     try:
         fitted.save(directory)
     finally:
-        fitted._history = history
-    assert not (directory / "history.npz").exists() and Forecaster.load(directory)._history is None
+        fitted.predictor_.history = history
+    assert not (directory / "history.npz").exists() and Forecaster.load(directory).predictor_.history is None
 
     def cut_short(*args, **kwargs):
         raise OSError("simulated crash while writing the weights")

@@ -66,7 +66,7 @@ def test_user_data_gets_a_model_sized_to_it(weekly_fit, weekly):
 def test_time_marks_of_weekly_data_follow_its_own_frequency(weekly_fit):
     forecaster, _, _ = weekly_fit
     assert forecaster.meta_.freq == "W-SUN" and forecaster.meta_.time_features_freq == "W-SUN"
-    assert forecaster._series.mark_names == ["day_of_month", "week_of_year"]  # not the hourly four
+    assert forecaster.panel_.mark_names == ["day_of_month", "week_of_year"]  # not the hourly four
 
 
 def test_two_validation_windows_are_a_warning_with_the_counts_and_a_way_out(weekly_fit):
@@ -97,18 +97,16 @@ def test_given_size_keys_win_and_the_rest_follow_them():
 
 
 def test_explicit_sizes_benchmarks_configs_and_loads_keep_their_size(weekly, data_root, tmp_path):
-    from damcha_ts.api import _sized_model_config
-
     series = prepare(weekly, seq_len=96, pred_len=96, time_features_freq=None)
     explicit = Forecaster("itransformer_damcha", horizon=96, lookback=96, d_model=32)
-    config = _sized_model_config(explicit, series)
+    config = explicit.estimator().sized_config(series)
     assert (config["d_model"], config["d_ff"], config["n_heads"]) == (32, 32, 2)
     default = Forecaster("itransformer_damcha", horizon=24, lookback=48)
     benchmark = prepare("ETTh1", seq_len=48, pred_len=24, path=str(data_root / "ETTh1.csv.gz"))
-    assert _sized_model_config(default, benchmark) == default.model_config  # d_model 512 as before
+    assert default.estimator().sized_config(benchmark) == default.model_config  # d_model 512 as before
     configured = Forecaster.from_config("itransformer_damcha/etth1", horizon=96)
-    assert all(k in configured._given_model for k in SIZE_KEYS) and configured.model_config["d_model"] == 256
-    assert _sized_model_config(configured, series) == configured.model_config
+    assert all(k in configured.estimator().given_model for k in SIZE_KEYS) and configured.model_config["d_model"] == 256
+    assert configured.estimator().sized_config(series) == configured.model_config
 
 
 def test_nonnegative_clips_forecasts_quantiles_and_intervals_and_is_saved(daily_sales, tmp_path):
@@ -134,7 +132,7 @@ def test_nonnegative_clips_forecasts_quantiles_and_intervals_and_is_saved(daily_
     from damcha_ts.forecasting.window_scores import split_forecasts
 
     predictor, widths, covered = model.predictor, [], []
-    for point, quantile_values, truth in split_forecasts(predictor, model._series.series[0], "test"):
+    for point, quantile_values, truth in split_forecasts(predictor, model.panel_.series[0], "test"):
         lo, hi = interval(point, predictor.calibration, 80, quantile_values=quantile_values, quantiles=predictor.quantiles)
         lo, hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
         widths.append((hi - lo).ravel())
@@ -209,7 +207,7 @@ def test_the_command_line_sizes_a_csv_model_as_fit_does(weekly, tmp_path):
     def model(*extra: str) -> dict:
         args = build_parser().parse_args(["fit", "--data", str(path), "--model", "itransformer_damcha_static",
                                           "--horizon", "96", "--out", str(tmp_path / "o"), *extra])
-        return resolve_cli_config(args).model_dict()
+        return resolve_cli_config(args)[0].model_dict()
 
     sized = model()
     assert (sized["d_model"], sized["d_ff"], sized["generator_hidden"], sized["static_metric"]) == (64, 64, [32, 64], True)
@@ -217,4 +215,4 @@ def test_the_command_line_sizes_a_csv_model_as_fit_does(weekly, tmp_path):
     assert (given["d_model"], given["d_ff"], given["n_heads"]) == (128, 128, 8)
     args = build_parser().parse_args(["fit", "--data", "ETTh1", "--model", "itransformer_damcha", "--horizon", "96",
                                       "--out", str(tmp_path / "b")])
-    assert resolve_cli_config(args).model_dict()["d_model"] == 256  # the official ETTh1 config
+    assert resolve_cli_config(args)[0].model_dict()["d_model"] == 256  # the official ETTh1 config

@@ -82,8 +82,9 @@ def register(subparsers) -> None:
 
 
 def resolve_cli_config(args: argparse.Namespace):
-    """The :class:`RunConfig` the command line describes (see the module docstring): flags are
-    typed settings applied over the config file, ``--set`` text wins over both."""
+    """(the :class:`RunConfig` the command line describes (see the module docstring), its data
+    prepared when sizing the model needed it, else None): flags are typed settings applied over
+    the config file, ``--set`` text wins over both."""
     from damcha_ts.data.registry import is_benchmark_name
     from damcha_ts.errors import ConfigError
     from damcha_ts.training import RunConfig
@@ -105,23 +106,24 @@ def resolve_cli_config(args: argparse.Namespace):
         raise ConfigError("give --config CONFIG, or --data DATASET_OR_CSV with --model NAME")
     run = RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides)
     if args.config or (is_benchmark_name(args.data) and not Path(args.data).is_file()):
-        return run  # a config file, or a benchmark: the sizes of its config
+        return run, None  # a config file, or a benchmark: the sizes of its config
     return _data_sized(run, source, args, updates)
 
 
 def _data_sized(run, source, args: argparse.Namespace, updates: dict):
-    """``--data FILE --model NAME``: the model size keys not given by ``--set`` follow the data, as
-    in ``Forecaster.fit`` (:func:`damcha_ts.models.sizing.data_sized`)."""
+    """(the run, its prepared data or None): ``--data FILE --model NAME``: the model size keys not
+    given by ``--set`` follow the data, as in ``Forecaster.fit`` (:func:`damcha_ts.models.sizing.data_sized`)."""
     from damcha_ts.models.sizing import SIZE_KEYS, size_for_series
     from damcha_ts.training import RunConfig
     from damcha_ts.training.config_files import parse_override
 
     given = {key: value for (section, key), value in map(parse_override, args.overrides) if section == "model"}
     if all(key in given for key in SIZE_KEYS):
-        return run
-    sized = size_for_series(run.data.prepare(), given)
+        return run, None
+    panel = run.data.prepare()  # the sizes change the model section only: the run trains on this panel
+    sized = size_for_series(panel, given)
     updates = {**updates, "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sized.items()}}
-    return RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides)
+    return RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides), panel
 
 
 def default_config(data: str, model: str) -> dict:
@@ -177,17 +179,16 @@ def write_forecast_plot(out_dir: Path, series) -> Path:
 
 def calibrate_saved_model(out_dir: Path, series, batch_size: int) -> None:
     """Add the calibration of ``level=`` intervals (the validation windows of the run's prepared
-    ``series``) to ``out_dir/model`` (forecasting/intervals.py; the runner, in the training layer,
-    saves without)."""
+    ``series``, as every fit calibrates: forecasting/estimator.py) to ``out_dir/model`` (the runner,
+    in the training layer, saves without)."""
     from damcha_ts.forecasting import Predictor
-    from damcha_ts.forecasting.window_scores import calibrate
+    from damcha_ts.forecasting.estimator import validation_calibration
     from damcha_ts.training.artifacts import add_calibration, model_directory
 
-    if series.window_count("val") < 1:
-        return
     directory = model_directory(out_dir)
-    calibration = calibrate(Predictor.load(directory), series, "val", batch_size=batch_size)
-    add_calibration(directory, calibration.to_saved())
+    calibration = validation_calibration(Predictor.load(directory), series, batch_size)
+    if calibration is not None:
+        add_calibration(directory, calibration.to_saved())
 
 
 # What a started run leaves in its folder (a config.yaml alone is a run that never started).
@@ -316,21 +317,21 @@ def _in_main_thread() -> bool:
 def run(args: argparse.Namespace) -> int:
     from damcha_ts.training import run_experiment
 
-    config = resolve_cli_config(args)
+    config, series = resolve_cli_config(args)
     out_dir = Path(args.out)
     check_out_dir(out_dir, resume=args.resume, overwrite=args.overwrite, config_hash=config.config_hash())
     with training_command("fit", out_dir, resume=args.resume, overwrite=args.overwrite,
                           config_hash=config.config_hash()):
+        # The data, prepared once: for training and testing, the calibration and the plot.
+        series = config.data.prepare() if series is None else series
         # The progress bar goes to stderr; it is only useful on a terminal (not in CI logs).
-        result = run_experiment(
-            config, out_dir, resume=args.resume, progress=sys.stderr.isatty(), trainer_kwargs=trainer_kwargs(args)
-        )
+        result = run_experiment(config, out_dir, resume=args.resume, progress=sys.stderr.isatty(),
+                                trainer_kwargs=trainer_kwargs(args), panel=series)
         from lightning.fabric.utilities.rank_zero import rank_zero_only
 
         if rank_zero_only.rank != 0:
             # Under DDP every rank returns here; rank 0 wrote model/ and speaks for the run (one JSON object).
             return 0
-        series = config.data.prepare()  # once, for the calibration and the plot
         calibrate_saved_model(out_dir, series, config.training.batch_size)
         if not args.no_plot:
             result["plot"] = str(write_forecast_plot(out_dir, series))

@@ -56,14 +56,14 @@ def run(args: argparse.Namespace) -> int:
     config = RunConfig.load(CONFIG, horizon=HORIZON, overrides=args.overrides)
     out_dir = Path(args.out)
     with training_command("quickstart", out_dir, resume=args.resume, config_hash=config.config_hash()):
+        series = config.data.prepare()  # once: for training and testing, the calibration and the plot
         result = run_experiment(config, out_dir, resume=args.resume, progress=sys.stderr.isatty(),
-                                trainer_kwargs=trainer_kwargs(args))
+                                trainer_kwargs=trainer_kwargs(args), panel=series)
         from lightning.fabric.utilities.rank_zero import rank_zero_only
 
         if rank_zero_only.rank != 0:
             # Under DDP (several GPUs) every rank returns here; rank 0 wrote model/ and speaks for the run.
             return 0
-        series = config.data.prepare()  # once, for the calibration (predict --level) and the plot
         calibrate_saved_model(out_dir, series, config.training.batch_size)
         result["plot"] = str(write_forecast_plot(out_dir, series))
     result["published_itransformer"] = published_itransformer()

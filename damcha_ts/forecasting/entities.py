@@ -21,6 +21,7 @@ import pandas as pd
 from damcha_ts.data.csv_files import frame_label, read_csv_frame
 from damcha_ts.data.entities import check_entities, entity_errors, split_entities, typed_ids
 from damcha_ts.errors import ConfigError
+from damcha_ts.forecasting.history import load_history
 
 
 def one_entity(predictor, entity: str | None, data: Any = None, future: Any = None, action: str = "plot") -> tuple:
@@ -112,11 +113,25 @@ def with_typed_ids(frame: pd.DataFrame, meta) -> pd.DataFrame:
     return frame
 
 
+def rolling_rows(predictor, panel=None, data: Any = None, data_options: Mapping[str, Any] | None = None):
+    """(``{entity: (raw rows [T, K] of ``meta.history_columns``, timestamps [T])}``, the input's layout
+    options) that backtest and cross-validation roll over: each entity's rows of a many-entity model
+    (laid out as its fit input), or the one series' (key None) of ``data``, or without data of the
+    fitted ``panel``."""
+    if predictor.entities:
+        return entity_rows(predictor, panel, data, data_options), None
+    if data is not None:
+        _, input_options, frame = load_history(predictor.meta, data, dict(data_options or {}))
+        return {None: (frame[predictor.meta.history_columns].to_numpy(dtype=np.float64), frame.index)}, input_options
+    if panel is None:
+        raise ConfigError("backtest() needs data: this model was loaded without its training series")
+    series = panel.series[0]  # a model of one series
+    return {None: (series.history_rows(), series.timestamps)}, predictor.meta.input_options
+
+
 def entity_rows(predictor, series=None, data: Any = None, data_options: Mapping[str, Any] | None = None) -> dict:
     """``{entity: (raw rows [T, K] of the history columns, timestamps [T])}``: of the fitted
     ``series`` (a Panel) without ``data``, else of each entity's table in ``data``."""
-    from damcha_ts.forecasting.history import load_history
-
     if data is None:
         if series is None:
             raise ConfigError("backtest() needs data: this model was loaded without its training series")

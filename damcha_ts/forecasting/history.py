@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from damcha_ts.data import prepare
 from damcha_ts.data.layout import INPUT_OPTIONS, READ_OPTIONS, describe_input
 from damcha_ts.errors import ConfigError, DataError, plain_repr
 
@@ -135,6 +136,27 @@ def prepare_options(configured: Mapping[str, Any], freq: str | None, data: Any, 
     check_data_options("fit/evaluate", data_options, with_protocol=True)
     options.update(data_options)
     return options
+
+
+def prepare_as_fitted(meta, configured: Mapping[str, Any], freq: str | None, data: Any,
+                      data_options: Mapping[str, Any], borders: Any = None):
+    """The Panel of ``data`` (None: the fitted file or benchmark) for ``evaluate``/``calibrate``: read
+    as the fit input of the model of ``meta`` was, with its covariates and entities, the options of
+    :func:`prepare_options`, and split at ``borders`` (fractions or row borders) when given."""
+    if data is None:
+        data = (meta.data_config or {}).get("dataset")
+        if data is None:
+            raise ConfigError(
+                "evaluate() needs data: this model was fitted on in-memory data, which is not saved with it; "
+                "pass it: evaluate(frame), evaluate(array) or evaluate('file.csv')",
+                cli="this model was fitted on in-memory data, which is not saved with it: "
+                    "give the data, damcha-ts evaluate --model DIR --dataset FILE",
+            )
+    options = {**saved_read_options(meta, data), **model_data_options(meta),
+               **prepare_options(configured, freq, data, data_options)}
+    if borders is not None:
+        options["split"] = borders
+    return prepare(data, seq_len=meta.seq_len, pred_len=meta.pred_len, **options)
 
 
 def model_data_options(meta) -> dict:

@@ -51,12 +51,15 @@ class Predictor:
         history: ``(values [L, C], timestamps [L])`` to continue from by default, or None.
         calibration: the :class:`~damcha_ts.forecasting.intervals.Calibration` its intervals come
             from (``level=``), or None.
+        fit_record: how the model was fitted (:class:`~damcha_ts.forecasting.estimator.FitRecord`:
+            the training facts, the fitted config, the panel), or None.
 
     A many-entity model's Predictor forecasts through ``for_entity(name)`` (each entity's scalers
     and static covariates); its ``history`` is then ``{entity: (values, timestamps)}``.
     """
 
-    def __init__(self, model, meta, quantiles: Sequence[float] | None = None, history=None, calibration=None):
+    def __init__(self, model, meta, quantiles: Sequence[float] | None = None, history=None, calibration=None,
+                 fit_record=None):
         own = getattr(model, "quantiles", None)
         if quantiles is not None and own is not None and tuple(map(float, quantiles)) != tuple(own):
             raise ConfigError(f"Predictor: quantiles {list(quantiles)} differ from the model's {list(own)}")
@@ -66,6 +69,7 @@ class Predictor:
         self.quantiles = None if levels is None else tuple(float(q) for q in levels)
         self.history = history
         self.calibration = calibration
+        self.fit_record = fit_record
 
     @classmethod
     def load(cls, directory: str | Path, map_location: str = "cpu") -> Predictor:

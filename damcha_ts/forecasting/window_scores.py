@@ -21,6 +21,19 @@ def trained_splits(refit: bool) -> tuple[str, ...]:
     return ("train", "val") if refit else ("train",)
 
 
+def refuse_empty_test_split(*, fitted: bool, refit: bool) -> None:
+    """evaluate()'s ConfigError for a test split without windows (``test_size=0``), saying how to
+    score: ``fitted``, the fitted data was asked for; ``refit``, its model also trained on val."""
+    if fitted:
+        trained_on_val = " (which it also trained on, since fit had refit=True)" if refit else ""
+        raise ConfigError(
+            "evaluate(): this model was fitted without a test split (test_size=0), so there is nothing held out "
+            "to score: pass held-out data, evaluate(data, ...), or score the validation tail with "
+            f"evaluate(split='val'){trained_on_val}"
+        )
+    raise ConfigError("evaluate(): this data has no test split (test_size=0): pass test_size > 0 or split='val'")
+
+
 def refuse_trained_split(split: str, refit: bool) -> None:
     """ConfigError when ``split`` is one the model trained on (:func:`trained_splits`): residuals
     there are smaller than on new data, so intervals calibrated on them would cover less than their

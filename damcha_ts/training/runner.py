@@ -206,6 +206,7 @@ def run_experiment(
     trainer_kwargs: dict | None = None,
     evaluate_test: bool = True,
     progress: bool = True,
+    panel=None,
 ) -> dict:
     """Train one configured model, select it on validation, test it, and write the results.
 
@@ -221,6 +222,7 @@ def run_experiment(
         callbacks: extra Lightning callbacks (e.g. Optuna's pruning callback on ``val_loss``).
         trainer_kwargs: passed to ``L.Trainer`` last (``devices``, ``strategy``, ``num_nodes``, ...).
         evaluate_test: False never touches the test split (for tuning on validation only).
+        panel: the config's data already prepared (``run.data.prepare()``), not to prepare it again.
 
     Returns:
         ``mse``, ``mae``, ``mse_inverse``, ``mae_inverse`` and ``test_windows`` (when
@@ -235,7 +237,7 @@ def run_experiment(
         _check_resumable(out_dir, run)
     # Data settings are checked before out_dir is touched: a run that cannot start leaves an
     # earlier run's folder as it was.
-    series = run.data.prepare()
+    series = run.data.prepare() if panel is None else panel
     if evaluate_test:
         _refuse_without_test_split(series)
     fit = fit_series(series, run.model_dict(), run.training, out_dir, resume=resume, callbacks=callbacks,

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-import damcha_ts.api as api
+from damcha_ts.forecasting.estimator import Estimator
 from damcha_ts import Forecaster
 from damcha_ts.errors import ConfigError
 
@@ -38,16 +38,16 @@ def fitted(frame) -> Forecaster:
 
 
 def recording(runs: list):
-    """``api._train`` noting each training run: the last row it trained on, the last row it or its
+    """``Estimator._train`` noting each training run: the last row it trained on, the last row it or its
     validation saw, and whether it validated."""
-    original = api._train
+    original = Estimator._train
 
-    def counting(forecaster, panel, **kwargs):
+    def counting(estimator, panel, **kwargs):
         (series,) = panel.series  # a model of one series
         train_end, val_end = series.borders["train"][1], series.borders["val"][1]
         runs.append({"train_end": series.timestamps[train_end - 1], "last_seen": series.timestamps[max(train_end, val_end) - 1],
                      "validate": kwargs.get("validate", True), "max_epochs": kwargs.get("max_epochs")})
-        return original(forecaster, panel, **kwargs)
+        return original(estimator, panel, **kwargs)
 
     return counting
 
@@ -55,7 +55,7 @@ def recording(runs: list):
 @pytest.fixture
 def trainings(monkeypatch):
     runs = []
-    monkeypatch.setattr(api, "_train", recording(runs))
+    monkeypatch.setattr(Estimator, "_train", recording(runs))
     return runs
 
 
@@ -64,13 +64,13 @@ def every_window(fitted):
     """(the backtest before, cross_validation(refit=True) over 3 windows, its training runs)."""
     before, runs = fitted.backtest(n_windows=3), []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(api, "_train", recording(runs))
+        patch.setattr(Estimator, "_train", recording(runs))
         cv = fitted.cross_validation(n_windows=3, refit=True)
     return before, cv, runs
 
 
 def test_test_size_zero_trains_on_everything_but_the_validation_tail(fitted, frame):
-    series = fitted._series
+    series = fitted.panel_
     assert series.borders == {"train": (0, 600 - VAL), "val": (600 - VAL - L, 600), "test": (600, 600)}
     assert series.window_count("train") == 600 - VAL - L - H + 1 and series.window_count("test") == 0
     assert fitted.fit_result_["train_rows"] == 500 and "refit" not in fitted.fit_result_
@@ -95,7 +95,7 @@ def test_refit_retrains_on_every_row_for_the_best_epoch_count(fitted, frame, tra
     # Two runs: early stopping on the validation tail, then the refit on every row without validation.
     assert [(r["validate"], r["max_epochs"]) for r in trainings] == [(True, None), (False, result["refit_epochs"])]
     assert trainings[0]["train_end"] == frame.index[600 - VAL - 1] and trainings[1]["train_end"] == frame.index[-1]
-    (series,) = refitted._series.series
+    (series,) = refitted.panel_.series
     assert series.borders["train"] == (0, 600) and result["train_rows"] == 600
     # Its training windows include the last rows: the last one's target ends at the last row,
     # z-scored with a scaler fitted on all of them.
@@ -184,13 +184,13 @@ def test_intervals_after_a_refit_fit_come_from_each_window_models_first_pass(fra
     its intervals are calibrated there by its first pass, before the refit (they were refused)."""
     forecaster = tiny().fit(frame.iloc[:400], test_size=0, refit=True)
     trainings.clear()
-    original = api._validation_calibration
+    original = Estimator._validation_calibration
 
     def noting(*args):
         trainings.append("calibrated")
         return original(*args)
 
-    monkeypatch.setattr(api, "_validation_calibration", noting)
+    monkeypatch.setattr(Estimator, "_validation_calibration", noting)
     cv = forecaster.cross_validation(n_windows=2, refit=True, level=[80])
     assert [r if r == "calibrated" else r["validate"] for r in trainings] == [True, "calibrated", False] * 2
     assert (cv["forecast-lo-80"] <= cv["forecast"]).all() and (cv["forecast"] <= cv["forecast-hi-80"]).all()

@@ -222,7 +222,7 @@ def test_evaluate_scores_match_a_slow_reference_and_gluonts(quantile_model):
     from gluonts.ev.metrics import MeanWeightedSumQuantileLoss
 
     scores = quantile_model.evaluate(level=[80])
-    predictor, (series,) = quantile_model.predictor, quantile_model._series.series
+    predictor, (series,) = quantile_model.predictor, quantile_model.panel_.series
     border1, _ = series.borders["test"]
     truths, points, levels = [], [], []
     for i in range(series.window_count("test")):
@@ -271,7 +271,7 @@ def test_interval_columns_in_wide_long_and_numpy_output(point_model, series):
 
     from damcha_ts.forecasting.output import format_forecast
 
-    predicted = point_model.predictor.forecast_after(*point_model._history)
+    predicted = point_model.predictor.forecast_after(*point_model.predictor_.history)
     from damcha_ts.forecasting.intervals import with_intervals
 
     calibrated = with_intervals(point_model.predictor, predicted, (80,))
@@ -403,7 +403,7 @@ def test_cli_fit_calibrates_and_predict_takes_level(tmp_path, capsys):
 
 
 def test_split_forecasts_are_the_predictors_forecasts_of_each_window(point_model):
-    (series,), predictor = point_model._series.series, point_model.predictor
+    (series,), predictor = point_model.panel_.series, point_model.predictor
     (point, _, truth), = list(split_forecasts(predictor, series, "val", windows=np.array([0, 7]), batch_size=8))
     border1, _ = series.borders["val"]
     for row, i in enumerate((0, 7)):

@@ -76,7 +76,7 @@ def test_the_command_line_takes_a_variant_name(tmp_path):
 
     args = build_parser().parse_args(["fit", "--data", "ETTh1", "--model", "itransformer_damcha_static",
                                       "--horizon", "96", "--out", str(tmp_path / "o")])
-    run = resolve_cli_config(args)
+    run, _ = resolve_cli_config(args)
     assert run.config_hash() == RunConfig.load("itransformer_damcha/etth1", horizon=96,
                                                overrides=["model.static_metric=true"]).config_hash()
     args = build_parser().parse_args(["fit", "--data", "ETTh1", "--model", "itransformer_damcha_statc",

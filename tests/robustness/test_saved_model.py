@@ -408,7 +408,7 @@ def test_a_history_added_to_a_model_saved_without_one_is_refused(trained_run, tm
     from damcha_ts.errors import ChecksumError
 
     forecaster = Forecaster.load(trained_run)
-    forecaster._history = None
+    forecaster.predictor_.history = None
     directory = forecaster.save(tmp_path / "no_history")
     shutil.copyfile(trained_run / MODEL / "history.npz", directory / "history.npz")
     with pytest.raises(ChecksumError, match=r"history_sha256=null"):

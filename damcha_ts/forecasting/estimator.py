@@ -1,0 +1,279 @@
+"""``Estimator``: how a model is fitted to a panel, ``Estimator.fit(panel) -> Predictor`` (GluonTS's shape).
+
+    >>> estimator = Estimator(model_config, given_model, training)          # doctest: +SKIP
+    >>> predictor = estimator.fit(prepare(frame, seq_len=96, pred_len=24))   # doctest: +SKIP
+
+The one home of what a fit decides beyond the training loop (``training.runner.fit_series``):
+the model's size on user data (:mod:`damcha_ts.models.sizing`), the refit on the train and
+validation rows for the best epoch count, and the calibration of ``level=`` intervals on the
+validation windows (by the first pass, before a refit trains on them). ``Forecaster.fit`` and the
+refits of ``Forecaster.cross_validation`` fit through it. The Predictor it returns carries a
+:class:`FitRecord`: the panel its model trained on and the facts of the training.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from damcha_ts.data.layout import describe_input, input_columns
+from damcha_ts.data.options import PROTOCOL_KEYS, ReadOptions
+from damcha_ts.errors import ConfigError, plain_repr
+from damcha_ts.forecasting.history import model_data_options
+from damcha_ts.forecasting.predictor import Predictor
+from damcha_ts.forecasting.window_scores import calibrate
+from damcha_ts.schema import plain_values
+from damcha_ts.training.config import TrainingConfig, split_keywords
+
+# The data options that define a model's setting, saved with it (JSON-ready): the protocol's but
+# lookback and horizon (the constructor's), the value policies, and where a benchmark file lies.
+_SETTING_OPTIONS = (*(k for k in PROTOCOL_KEYS if k not in ("seq_len", "pred_len")), *ReadOptions.ALWAYS, "path")
+
+
+@dataclass
+class FitRecord:
+    """How a Predictor's model was fitted (None where it was loaded from a directory without one)."""
+
+    facts: dict  # Forecaster.fit_result_: losses, epochs, timing, rows, (refit), n_params, windows
+    model_config: dict  # the fitted model's complete config (data-sized, with its covariate counts)
+    panel: Any = None  # the Panel the kept model trained on (train + val rows after a refit)
+    run_dir: Path | None = None  # the fit_* folder of default_root_dir holding checkpoints and logs
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """What to train and how: ``fit(panel)`` trains, refits, calibrates and returns the Predictor.
+
+    ``model_config`` is complete (``models.registry.resolve_model_config``); ``given_model`` the
+    keys named by the caller: on user data the size keys not among them follow the data.
+    ``trainer_kwargs`` go to ``lightning.Trainer`` (``default_root_dir``: each training writes
+    into a new ``fit_*`` folder inside it); ``verbose`` as ``Forecaster``'s.
+    """
+
+    model_config: Mapping[str, Any]
+    given_model: Mapping[str, Any]
+    training: TrainingConfig
+    nonnegative: bool = False
+    trainer_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    verbose: bool = False
+
+    @classmethod
+    def from_keywords(cls, model: str, horizon: int, lookback: int, *, random_state: int, max_epochs: int,
+                      batch_size: int, learning_rate: float, quantiles: Sequence[float] | None,
+                      nonnegative: bool = False, trainer_kwargs: Mapping[str, Any] | None = None,
+                      verbose: bool = False, **kwargs: Any) -> Estimator:
+        """The estimator of ``Forecaster``'s keywords, routed by field name: keys that name a
+        TrainingConfig field go to it, every other key to the model config; ConfigError for invalid
+        values or unknown keys."""
+        from damcha_ts.models.quantiles import validate_quantiles
+        from damcha_ts.models.registry import model_spec, resolve_model_config
+
+        for name, value in (("horizon", horizon), ("lookback", lookback)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {plain_repr(value)}")
+        if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)) or random_state < 0:
+            raise ConfigError(f"random_state must be a non-negative integer (the seed of every run), got {plain_repr(random_state)}")
+        model_options, training_options = split_keywords(kwargs)
+        levels = None if quantiles is None else validate_quantiles(quantiles, argument="quantiles")
+        training = TrainingConfig.from_dict({
+            "max_epochs": max_epochs, "batch_size": batch_size, "learning_rate": learning_rate, "seed": random_state,
+            "quantiles": None if levels is None else list(levels), **training_options,
+        })
+        model_spec(model, where="model")  # named as the constructor's argument
+        config = resolve_model_config({"name": model, **model_options, "seq_len": int(lookback), "pred_len": int(horizon)})
+        flags = {name: _flag(value, name) for name, value in (("verbose", verbose), ("nonnegative", nonnegative))}
+        return cls(config, {"name": model, **model_options}, training, flags["nonnegative"],
+                   dict(trainer_kwargs or {}), flags["verbose"])
+
+    @property
+    def quantiles(self) -> tuple[float, ...] | None:
+        return None if self.training.quantiles is None else tuple(self.training.quantiles)
+
+    def sized_config(self, panel) -> dict:
+        """The model config to train on ``panel``: on user data, the size keys not given chosen
+        from it (:func:`damcha_ts.models.sizing.size_for_series`); a benchmark keeps the config."""
+        from damcha_ts.models.base import COVARIATE_KINDS
+        from damcha_ts.models.registry import resolve_model_config
+        from damcha_ts.models.sizing import SIZE_KEYS, size_for_series
+
+        if panel.dataset is not None or all(key in self.given_model for key in SIZE_KEYS):
+            # An earlier fit's covariate counts are not this data's: the data sets them again.
+            return {**self.model_config, **{f"{kind}_covariates": 0 for kind in COVARIATE_KINDS}}
+        options = {k: v for k, v in self.given_model.items() if k != "name"}
+        sized = {**options, **size_for_series(panel, options)}
+        lengths = {"seq_len": self.model_config["seq_len"], "pred_len": self.model_config["pred_len"]}
+        return resolve_model_config({"name": self.given_model["name"], **sized, **lengths})
+
+    def keeping(self, model_config: Mapping[str, Any]) -> Estimator:
+        """This estimator training exactly ``model_config`` (every key given: no sizing), as the
+        refits of cross-validation train the fitted model's config."""
+        return dataclasses.replace(self, model_config=dict(model_config), given_model=dict(model_config))
+
+    def fit(self, panel, *, refit: bool = False, calibrated: bool = True,
+            description: Mapping[str, Any] | None = None) -> Predictor:
+        """The Predictor of a model trained on ``panel`` with early stopping on its validation split.
+
+        ``refit``: then retrain from scratch (same seed) on the train and validation rows for the
+        best epoch count, without validation, and keep that model. ``calibrated``: with the
+        calibration of ``level=`` intervals on the validation windows, by the model trained without
+        them. ``description``: ``SeriesMeta.from_panel``'s keywords (data_config, input_kind,
+        input_options). Its ``fit_record.facts`` add ``n_params`` and ``windows`` per split.
+        """
+        windows = {split: panel.window_count(split) for split in ("train", "val", "test")}
+        predictor = self._fit(panel, refit=refit, calibrated=calibrated, description=description)
+        predictor.fit_record.facts.update(self._size_report(predictor, windows))
+        return predictor
+
+    def fit_rows(self, meta, rows, *, refit: bool, calibrated: bool) -> tuple[Predictor, dict]:
+        """(the Predictor trained on exactly these raw ``rows``, ``{entity: (values [T, K] of
+        ``meta.history_columns``, timestamps [T])}``, as the model of ``meta`` was; its facts): the
+        model of one ``cross_validation(refit=...)`` window, validated on its ``val_size`` tail."""
+        panel = window_panel(meta, rows)
+        description = {"data_config": meta.data_config, "input_kind": meta.input_kind,
+                       "input_options": meta.input_options}
+        predictor = self._fit(panel, refit=refit, calibrated=calibrated, description=description)
+        return predictor, predictor.fit_record.facts
+
+    def _fit(self, panel, *, refit: bool, calibrated: bool, description: Mapping[str, Any] | None) -> Predictor:
+        from damcha_ts.training.runner import with_covariate_counts  # Lightning: loaded when a model trains
+
+        if not isinstance(refit, (bool, np.bool_)):
+            raise ConfigError(f"fit(refit=...) must be True or False, got {plain_repr(refit)}")
+        estimator = self.keeping(self.sized_config(panel))
+        result, run_dir = estimator._train(panel)
+        facts = {"best_val_loss": result.best_val_loss, "epochs_run": result.epochs_run,
+                 "best_epoch": result.best_epoch, **result.timing}
+        calibration = estimator._validation_calibration(panel, result.module.model) if calibrated else None
+        if refit:
+            epochs = result.best_epoch + 1
+            panel = panel.train_on_train_and_val()
+            result, run_dir = estimator._train(panel, max_epochs=epochs, validate=False)
+            facts.update(refit=True, refit_epochs=epochs, refit_seconds_per_epoch=result.timing.get("seconds_per_epoch"))
+        train_rows, last_timestamp = panel.training_extent()
+        facts.update(train_rows=train_rows, last_fit_timestamp=str(last_timestamp))
+        record = FitRecord(facts, with_covariate_counts(estimator.model_config, panel), panel, run_dir)
+        return Predictor(result.module.model.cpu().eval(), estimator._meta(panel, description), self.quantiles,
+                         history=panel.history, calibration=calibration, fit_record=record)
+
+    def _meta(self, panel, description: Mapping[str, Any] | None = None):
+        """The saved description of ``panel`` (a SeriesMeta) for a model that clips as this estimator says."""
+        from damcha_ts.training.metadata import SeriesMeta  # torch: not loaded until a model is fitted
+
+        meta = SeriesMeta.from_panel(panel, **(description or {}))
+        meta.nonnegative = self.nonnegative
+        return meta
+
+    def _validation_calibration(self, panel, model):
+        """The calibration of ``model``, trained on the train split of ``panel``, on its validation windows."""
+        predictor = Predictor(model.cpu().eval(), self._meta(panel), self.quantiles)
+        return validation_calibration(predictor, panel, self.training.batch_size)
+
+    def _train(self, panel, *, max_epochs: int | None = None, validate: bool = True):
+        """(``fit_series``'s FitResult, the run folder or None): checkpoints and logs go to a new
+        ``fit_*`` folder of ``default_root_dir`` when one is given, else to a scratch folder.
+        ``max_epochs`` / ``validate=False``: a fixed number of epochs without validation (a refit)."""
+        from damcha_ts.training.runner import fit_series  # Lightning: loaded when a model trains
+        from damcha_ts.training.trainer import quiet_lightning
+
+        training = self.training if max_epochs is None else dataclasses.replace(self.training, max_epochs=max_epochs)
+        trainer_kwargs = dict(self.trainer_kwargs)
+        # As damcha-ts fit: a bar on stderr when it is a terminal, else a line per epoch there (verbose: a bar
+        # always, with the model summary and Lightning's messages).
+        progress = bool(trainer_kwargs.pop("enable_progress_bar", self.verbose or sys.stderr.isatty()))
+        trainer_kwargs.setdefault("enable_model_summary", self.verbose)
+        root = trainer_kwargs.pop("default_root_dir", None)
+        run_dir = None
+        if root is not None:
+            # A folder of its own: a fresh fit clears checkpoints/ and logs/ in its folder, and
+            # those must never be the user's.
+            Path(root).mkdir(parents=True, exist_ok=True)
+            run_dir = Path(tempfile.mkdtemp(prefix="fit_", dir=root))
+        with tempfile.TemporaryDirectory(prefix="damcha_ts_fit_") as scratch:
+            with contextlib.nullcontext() if self.verbose else quiet_lightning():
+                result = fit_series(panel, self.model_config, training, run_dir or Path(scratch),
+                                    trainer_kwargs=trainer_kwargs, progress=progress, validate=validate)
+        return result, run_dir
+
+    def _size_report(self, predictor: Predictor, windows: Mapping[str, int]) -> dict:
+        """``n_params`` and ``windows`` per split (printed on stderr when verbose)."""
+        from damcha_ts.models import count_parameters
+
+        report = {"n_params": count_parameters(predictor.model), "windows": dict(windows)}
+        if self.verbose:
+            config = predictor.fit_record.model_config
+            size = ", ".join(f"{k}={config[k]}" for k in ("d_model", "d_ff", "e_layers", "n_heads"))
+            print(f"{config['name']}: {report['n_params']:,} parameters ({size}); windows: train {windows['train']}, "
+                  f"val {windows['val']}, test {windows['test']}", file=sys.stderr)
+        return report
+
+
+def validation_calibration(predictor: Predictor, panel, batch_size: int):
+    """The calibration (forecasting/intervals.py) of ``level=`` intervals of ``predictor``, whose
+    model trained on the train split of ``panel``, on its validation windows; None when it has none.
+    Every fit calibrates here: ``Estimator.fit`` (by the first pass of a refit) and ``damcha-ts fit``."""
+    if panel.window_count("val") < 1:
+        return None
+    return calibrate(predictor, panel, "val", batch_size=batch_size)
+
+
+def input_description(data: Any, options: Mapping[str, Any], panel) -> dict:
+    """``SeriesMeta.from_panel``'s keywords for ``panel``, prepared from ``data`` with ``options``:
+    the data settings saved with the model (``data_config``: its setting options and, for a file,
+    its absolute path, so that evaluate() and a loaded model find it from any folder) and how the
+    input was laid out (so that new data is read the same way)."""
+    kind, layout = describe_input(data, options)
+    layout["input_columns"] = input_columns(data, options, panel)
+    settings = {k: plain_values(v) for k, v in options.items() if k in _SETTING_OPTIONS}
+    if isinstance(data, (str, Path)):
+        file = Path(data).expanduser()
+        settings["dataset"] = str(file.resolve()) if file.is_file() else str(data)
+    return {"data_config": settings, "input_kind": kind, "input_options": plain_values(layout)}
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ConfigError(f"{name} must be True or False, got {plain_repr(value)}")
+    return bool(value)
+
+
+def window_panel(meta, rows):
+    """The Panel of the raw ``rows`` a cross-validation window trains on, prepared as the model
+    of ``meta`` was (its columns, target last, frequency, time marks, scaler, value policies), with
+    no test split."""
+    from damcha_ts.data import prepare
+
+    saved = meta.data_config or {}
+    options = {**{key: saved[key] for key in ("val_size", *ReadOptions.ALWAYS) if saved.get(key) is not None},
+               **model_data_options(meta)}
+    # The model's column order is prepare's (the target last), so the last column keeps it there.
+    if meta.entity_col is not None:
+        options["time_col"] = "__time__"
+    return prepare(_window_table(meta, rows), seq_len=meta.seq_len, pred_len=meta.pred_len, features=meta.features,
+                   target=str(meta.columns[-1]), time_features_freq=meta.time_features_freq or meta.freq,
+                   freq=meta.freq, test_size=0, **options)
+
+
+def _window_table(meta, rows) -> pd.DataFrame:
+    """The ``rows`` as a frame ``prepare`` reads: one series indexed by time, or (a model with an
+    entity column) one table with the entity column and static covariates."""
+    if meta.entity_col is None:
+        ((values, timestamps),) = rows.values()
+        return pd.DataFrame(values, index=pd.DatetimeIndex(timestamps), columns=list(meta.history_columns))
+    parts = []
+    for entity, (values, stamps) in rows.items():
+        part = pd.DataFrame(values, columns=list(meta.history_columns))
+        part.insert(0, "__time__", pd.DatetimeIndex(stamps))
+        part.insert(0, meta.entity_col, entity)
+        for name, value in zip(meta.static_covariates, meta.entity_scalers[entity]["static"]):
+            part[name] = value
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
