@@ -181,11 +181,11 @@ class QuantileForecastModel(nn.Module):
 
     def __init__(self, point_model, quantiles: Sequence[float]):
         super().__init__()
-        levels = validate_quantiles(quantiles)
-        if tuple(float(q) for q in quantiles) != levels:
+        levels = tuple(float(q) for q in quantiles)  # checked by its callers; here only that they were
+        if list(levels) != sorted(set(levels)) or MEDIAN_LEVEL not in levels:
             raise ConfigError(
-                f"QuantileForecastModel needs validated levels (sorted, unique, with 0.5): got {list(quantiles)}, "
-                f"expected {list(levels)}; use validate_quantiles() or build_model(config, quantiles=...)"
+                f"QuantileForecastModel needs validated levels (sorted, unique, with 0.5): got {list(quantiles)}; "
+                "use validate_quantiles() or build_model(config, quantiles=...)"
             )
         total_steps = int(point_model.config.pred_len)
         if total_steps % len(levels) != 0:

@@ -86,10 +86,13 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
 
     def __init__(self, model_config: Mapping, training: TrainingConfig | Mapping, target_only: bool = False):
         super().__init__()
-        training = dataclasses.asdict(training) if isinstance(training, TrainingConfig) else dict(training)
+        if isinstance(training, TrainingConfig):  # checked already (its quantiles too): not again
+            config, training = training, dataclasses.asdict(training)
+        else:  # a mapping, e.g. a checkpoint's hyperparameters
+            config, training = TrainingConfig.from_dict(training), dict(training)
         # Plain dicts, so checkpoints stay loadable with torch.load(weights_only=True).
         self.save_hyperparameters({"model_config": dict(model_config), "training": training, "target_only": target_only})
-        self.training_config = TrainingConfig.from_dict(training)
+        self.training_config = config
         self.quantiles = self.training_config.quantiles  # validated levels, or None
         self.model = build_model(dict(model_config), quantiles=self.quantiles)
         self.target_only = target_only
