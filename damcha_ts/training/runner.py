@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import json
@@ -152,8 +151,7 @@ def fit_series(
     datamodule = ForecastDataModule(
         series, batch_size=training.batch_size, num_workers=training.num_workers, seed=training.seed
     )
-    module = ForecastModule(with_covariate_counts(model_config, series), dataclasses.asdict(training),
-                            target_only=series.target_only)
+    module = ForecastModule(with_covariate_counts(model_config, series), training, target_only=series.target_only)
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     if ckpt_path is not None and trainer.is_global_zero:
         restore_log_history(out_dir / LOG_DIR)
