@@ -11,6 +11,7 @@ import argparse
 import json
 
 from damcha_ts.cli.arguments import add_csv_arguments, add_json_flag, csv_options
+from damcha_ts.data.options import ProtocolOptions
 
 
 def register(subparsers) -> None:
@@ -19,8 +20,10 @@ def register(subparsers) -> None:
     actions.required = True
     info = actions.add_parser("info", help="rows, variates, frequency, borders, windows per split, checksum")
     info.add_argument("name", metavar="NAME", help="benchmark name (ETTh1, Weather, ECL, ...) or CSV path")
-    info.add_argument("--seq-len", "--lookback", dest="seq_len", type=int, default=96, help="lookback L (default 96)")
-    info.add_argument("--pred-len", "--horizon", dest="pred_len", type=int, default=96, help="horizon H (default 96)")
+    info.add_argument("--seq-len", "--lookback", dest="seq_len", type=int, default=ProtocolOptions.seq_len,
+                      help="lookback L (default %(default)s)")
+    info.add_argument("--pred-len", "--horizon", dest="pred_len", type=int, default=ProtocolOptions.pred_len,
+                      help="horizon H (default %(default)s)")
     add_csv_arguments(info)
     add_json_flag(info)
     info.set_defaults(func=run_info)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, get_type_hints
 
 from damcha_ts.errors import ConfigError, plain_repr
-from damcha_ts.schema import coerce, reject_unknown_keys
+from damcha_ts.schema import coerce, positive_int, reject_unknown_keys
 
 FEATURE_MODES = ("M", "S", "MS")
 LAYOUTS = ("auto", "wide", "long")
@@ -164,9 +164,7 @@ class ProtocolOptions:
 
     def __post_init__(self) -> None:
         for name in ("seq_len", "pred_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"data.{name} must be a positive integer, got {plain_repr(value)}")
+            object.__setattr__(self, name, positive_int(getattr(self, name), f"data.{name}"))
         check_features(self.features)
         for name in self.SIZES:
             check_size(name, getattr(self, name), where="data.")

@@ -19,10 +19,11 @@ import pandas as pd
 from damcha_ts.data.covariates import CovariateSeries, covariate_names, scale_covariates, take_covariates
 from damcha_ts.data.frames import Source, frame_info, load_frame
 from damcha_ts.data.time_index import check_freq
-from damcha_ts.data.options import check_features, check_size
+from damcha_ts.data.options import ProtocolOptions, check_features, check_size
 from damcha_ts.data.registry import SPLIT_KINDS, get_spec
 from damcha_ts.data.scaling import StandardScaler
 from damcha_ts.errors import ConfigError, DataError, plain_repr
+from damcha_ts.schema import positive_int
 
 SPLITS = ("train", "val", "test")
 # ETT borders count "months" of 30 days: 12 train, 4 val, 4 test (protocol.md §1.2).
@@ -272,8 +273,8 @@ def check_arguments(seq_len=None, pred_len=None, features=None) -> None:
     """ConfigError naming the argument unless the lookback and horizon are positive integers and
     ``features`` a mode (those given: None is not checked)."""
     for argument, value in (("seq_len", seq_len), ("pred_len", pred_len)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
-            raise ConfigError(f"{argument} must be a positive integer, got {plain_repr(value)}")
+        if value is not None:
+            positive_int(value, argument)
     if features is not None:
         check_features(features)
 
@@ -281,10 +282,10 @@ def check_arguments(seq_len=None, pred_len=None, features=None) -> None:
 def prepare_series(
     source: Source,
     *,
-    seq_len: int = 96, pred_len: int = 96,
-    features: str = "M",
-    target: str = "OT",
-    time_features_freq: str | None = "h",
+    seq_len: int = ProtocolOptions.seq_len, pred_len: int = ProtocolOptions.pred_len,
+    features: str = ProtocolOptions.features,
+    target: str = ProtocolOptions.target,
+    time_features_freq: str | None = ProtocolOptions.time_features_freq,
     split=None,
     val_size=None, test_size=None,
     fill: str | None = None,

@@ -17,12 +17,14 @@ from typing import Any
 
 import yaml
 
+from damcha_ts.data.options import ProtocolOptions
 from damcha_ts.errors import ConfigError
 from damcha_ts.schema import (
     SHIPPED_ROOT,
     available_shipped,
     coerce,
     find_shipped,
+    positive_int,
     read_yaml,
     reject_unknown_keys,
     yaml_number,
@@ -148,8 +150,5 @@ def read_config(
 def _run_horizon(horizon: Any, changes: list, data: Mapping) -> int:
     if horizon is None:
         given = [value for place, value in changes if place == ("data", "pred_len")]
-        horizon = given[-1] if given else data.get("pred_len", 96)
-    horizon = coerce(horizon, int, "horizon")
-    if horizon <= 0:
-        raise ConfigError(f"horizon (data.pred_len) must be a positive integer, got {horizon}")
-    return horizon
+        horizon = given[-1] if given else data.get("pred_len", ProtocolOptions.pred_len)
+    return positive_int(coerce(horizon, int, "horizon"), "horizon (data.pred_len)")
