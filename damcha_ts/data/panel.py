@@ -59,21 +59,6 @@ class Panel:
         """A single series as a panel of one entity (named after the series, no entity column)."""
         return cls([series], [series.name])
 
-    columns = _shared("columns")
-    freq = _shared("freq")
-    features = _shared("features")
-    target = _shared("target")
-    seq_len = _shared("seq_len")
-    pred_len = _shared("pred_len")
-    time_features_freq = _shared("time_features_freq")
-    mark_names = _shared("mark_names")
-    n_variates = _shared("n_variates")
-    history_columns = _shared("history_columns")
-    target_only = _shared("target_only")
-    source = _shared("source")
-    dataset = _shared("dataset")  # a benchmark's name; entities are user data (None)
-    covariates = _shared("covariates")  # the first entity's: the names and kinds every entity shares
-
     @property
     def name(self) -> str:
         if self.entity_col is None:
@@ -140,6 +125,13 @@ class Panel:
         """What a model of this panel continues from: ``(values, timestamps)`` of a single series,
         ``{entity: (values, timestamps)}`` of many (the saved model's history file holds either)."""
         return self.series[0].latest if self.entity_col is None else self.latest
+
+
+# Facts every entity's series has in common, as properties of the panel (``dataset``: a benchmark's
+# name, None for entities, which are user data; ``covariates``: the names and kinds they all share).
+for _fact in ("columns", "freq", "features", "target", "seq_len", "pred_len", "time_features_freq", "mark_names",
+              "n_variates", "history_columns", "target_only", "source", "dataset", "covariates"):
+    setattr(Panel, _fact, _shared(_fact))
 
 
 class PanelWindows:

@@ -325,20 +325,10 @@ def prepare_series(
     borders = _series_borders(info["name"], len(frame), seq_len, pred_len, spec.split if spec else "custom",
                               split, val_size, test_size)
     marks_freq = time_features_freq if time_features_freq is not None else info["freq"]
-    return SeriesData(
-        name=info["name"],
-        columns=columns,
-        freq=info["freq"],
-        borders=borders,
-        seq_len=int(seq_len),
-        pred_len=int(pred_len),
-        features=features,
-        target=target if target in columns else None,
-        dataset=info.get("dataset"),
-        source=str(info.get("source", "")),
-        total_rows=len(frame),
-        **_rows(frame, columns, borders, seq_len, marks_freq, covariate_frame, names),
-    )
+    return SeriesData(name=info["name"], columns=columns, freq=info["freq"], borders=borders, seq_len=int(seq_len),
+                      pred_len=int(pred_len), features=features, target=target if target in columns else None,
+                      dataset=info.get("dataset"), source=str(info.get("source", "")), total_rows=len(frame),
+                      **_rows(frame, columns, borders, seq_len, marks_freq, covariate_frame, names))
 
 
 def _rows(frame: pd.DataFrame, columns: list[str], borders: Borders, seq_len: int, marks_freq: str,
@@ -353,18 +343,10 @@ def _rows(frame: pd.DataFrame, columns: list[str], borders: Borders, seq_len: in
     marks, mark_names = time_features(timestamps, marks_freq)
     covariates = None if covariate_frame is None else scale_covariates(covariate_frame, names, borders["train"], used)
     history_columns = [*columns, *(covariates.columns if covariates is not None else [])]
-    return dict(
-        timestamps=timestamps,
-        values=values,
-        scaled=scaler.transform(values).astype(np.float32),
-        marks=marks,
-        scaler=scaler,
-        time_features_freq=marks_freq,
-        mark_names=mark_names,
-        latest_values=np.ascontiguousarray(frame[history_columns].iloc[-seq_len:].to_numpy(dtype=np.float64)),
-        latest_timestamps=frame.index[-seq_len:],
-        covariates=covariates,
-    )
+    return dict(timestamps=timestamps, values=values, scaled=scaler.transform(values).astype(np.float32), marks=marks,
+                scaler=scaler, time_features_freq=marks_freq, mark_names=mark_names, covariates=covariates,
+                latest_values=np.ascontiguousarray(frame[history_columns].iloc[-seq_len:].to_numpy(dtype=np.float64)),
+                latest_timestamps=frame.index[-seq_len:])
 
 
 def _series_borders(name: str, n_rows: int, seq_len: int, pred_len: int, default_kind: str, split, val_size,

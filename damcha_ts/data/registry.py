@@ -57,42 +57,19 @@ class DatasetSpec:
 
 
 def _ett(name: str, freq: str, n_rows: int, split: str, sha256: str) -> DatasetSpec:
-    return DatasetSpec(
-        name=name,
-        filename=f"{name}.csv",
-        freq=freq,
-        n_rows=n_rows,
-        n_variates=7,
-        split=split,
-        sha256=sha256,
-        urls=(
-            f"{_ETT_RAW}/{_ETT_COMMIT}/ETT-small/{name}.csv",
-            f"{_TSLIB_HF}/ETT-small/{name}.csv",
-        ),
-        subdir="ETT-small",
-        license="CC BY-ND 4.0",
-        citation="Zhou et al., Informer, AAAI 2021",
-    )
+    return DatasetSpec(name=name, filename=f"{name}.csv", freq=freq, n_rows=n_rows, n_variates=7, split=split,
+                       sha256=sha256, subdir="ETT-small", license="CC BY-ND 4.0",
+                       citation="Zhou et al., Informer, AAAI 2021",
+                       urls=(f"{_ETT_RAW}/{_ETT_COMMIT}/ETT-small/{name}.csv", f"{_TSLIB_HF}/ETT-small/{name}.csv"))
 
 
 def _tslib(name: str, folder: str, freq: str, n_rows: int, n_variates: int, sha256: str | None, *,
            citation: str = "Lai et al., LSTNet, SIGIR 2018; Wu et al., Autoformer, NeurIPS 2021",
            **extra) -> DatasetSpec:
     """A dataset of TSLib's collection (``<folder>/<folder>.csv`` on its Hugging Face mirror), split 70/10/20."""
-    return DatasetSpec(
-        name=name,
-        filename=f"{folder}.csv",
-        freq=freq,
-        n_rows=n_rows,
-        n_variates=n_variates,
-        split="custom",
-        sha256=sha256,
-        urls=(f"{_TSLIB_HF}/{folder}/{folder}.csv",),
-        subdir=folder,
-        license="none stated (research-use benchmark data)",
-        citation=citation,
-        **extra,
-    )
+    return DatasetSpec(name=name, filename=f"{folder}.csv", freq=freq, n_rows=n_rows, n_variates=n_variates,
+                       split="custom", sha256=sha256, urls=(f"{_TSLIB_HF}/{folder}/{folder}.csv",),
+                       subdir=folder, license="none stated (research-use benchmark data)", citation=citation, **extra)
 
 
 DATASETS: dict[str, DatasetSpec] = {
