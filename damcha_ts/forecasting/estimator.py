@@ -31,7 +31,7 @@ from damcha_ts.errors import ConfigError, plain_repr
 from damcha_ts.forecasting.history import model_data_options
 from damcha_ts.forecasting.predictor import Predictor
 from damcha_ts.forecasting.window_scores import calibrate
-from damcha_ts.schema import plain_values
+from damcha_ts.schema import plain_values, positive_int
 from damcha_ts.training.config import TrainingConfig, split_keywords
 
 # The data options that define a model's setting, saved with it (JSON-ready): the protocol's but
@@ -78,8 +78,7 @@ class Estimator:
         from damcha_ts.models.registry import model_spec, resolve_model_config
 
         for name, value in (("horizon", horizon), ("lookback", lookback)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {plain_repr(value)}")
+            positive_int(value, name)
         if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)) or random_state < 0:
             raise ConfigError(f"random_state must be a non-negative integer (the seed of every run), got {plain_repr(random_state)}")
         model_options, training_options = split_keywords(kwargs)
