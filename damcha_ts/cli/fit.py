@@ -314,27 +314,36 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def run(args: argparse.Namespace) -> int:
+def train_run(command: str, config, out_dir: Path, args: argparse.Namespace, *, series=None, plot: bool = True,
+              overwrite: bool = False) -> dict | None:
+    """``run_experiment`` of ``config`` into ``out_dir`` within :func:`training_command`, on its data
+    prepared once (``series``, or here) for training and testing, the calibration of ``model/``
+    (``predict --level``) and ``forecast.png`` (``plot``): the result, or None on a DDP rank but 0
+    (every rank trains; rank 0 wrote model/ and speaks for the run)."""
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
     from damcha_ts.training import run_experiment
 
-    config, series = resolve_cli_config(args)
-    out_dir = Path(args.out)
-    check_out_dir(out_dir, resume=args.resume, overwrite=args.overwrite, config_hash=config.config_hash())
-    with training_command("fit", out_dir, resume=args.resume, overwrite=args.overwrite,
-                          config_hash=config.config_hash()):
-        # The data, prepared once: for training and testing, the calibration and the plot.
+    with training_command(command, out_dir, resume=args.resume, overwrite=overwrite, config_hash=config.config_hash()):
         series = config.data.prepare() if series is None else series
         # The progress bar goes to stderr; it is only useful on a terminal (not in CI logs).
         result = run_experiment(config, out_dir, resume=args.resume, progress=sys.stderr.isatty(),
                                 trainer_kwargs=trainer_kwargs(args), panel=series)
-        from lightning.fabric.utilities.rank_zero import rank_zero_only
-
         if rank_zero_only.rank != 0:
-            # Under DDP every rank returns here; rank 0 wrote model/ and speaks for the run (one JSON object).
-            return 0
+            return None
         calibrate_saved_model(out_dir, series, config.training.batch_size)
-        if not args.no_plot:
+        if plot:
             result["plot"] = str(write_forecast_plot(out_dir, series))
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    config, series = resolve_cli_config(args)
+    out_dir = Path(args.out)
+    check_out_dir(out_dir, resume=args.resume, overwrite=args.overwrite, config_hash=config.config_hash())
+    result = train_run("fit", config, out_dir, args, series=series, plot=not args.no_plot, overwrite=args.overwrite)
+    if result is None:
+        return 0
     if args.json:
         print(json.dumps(result))
         return 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from damcha_ts.cli.arguments import (
@@ -49,23 +48,14 @@ def published_itransformer() -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from damcha_ts.cli.arguments import trainer_kwargs
-    from damcha_ts.cli.fit import calibrate_saved_model, training_command, write_forecast_plot
-    from damcha_ts.training import RunConfig, run_experiment
+    from damcha_ts.cli.fit import train_run
+    from damcha_ts.training import RunConfig
 
     config = RunConfig.load(CONFIG, horizon=HORIZON, overrides=args.overrides)
     out_dir = Path(args.out)
-    with training_command("quickstart", out_dir, resume=args.resume, config_hash=config.config_hash()):
-        series = config.data.prepare()  # once: for training and testing, the calibration and the plot
-        result = run_experiment(config, out_dir, resume=args.resume, progress=sys.stderr.isatty(),
-                                trainer_kwargs=trainer_kwargs(args), panel=series)
-        from lightning.fabric.utilities.rank_zero import rank_zero_only
-
-        if rank_zero_only.rank != 0:
-            # Under DDP (several GPUs) every rank returns here; rank 0 wrote model/ and speaks for the run.
-            return 0
-        calibrate_saved_model(out_dir, series, config.training.batch_size)
-        result["plot"] = str(write_forecast_plot(out_dir, series))
+    result = train_run("quickstart", config, out_dir, args)
+    if result is None:  # a DDP rank but 0: rank 0 speaks for the run
+        return 0
     result["published_itransformer"] = published_itransformer()
     if args.json:
         print(json.dumps(result))
