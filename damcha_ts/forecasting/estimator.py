@@ -41,7 +41,7 @@ _SETTING_OPTIONS = (*(k for k in PROTOCOL_KEYS if k not in ("seq_len", "pred_len
 
 @dataclass
 class FitRecord:
-    """How a Predictor's model was fitted (None where it was loaded from a directory without one)."""
+    """How a Predictor's model was fitted; a loaded model's: its saved metrics and config, no panel."""
 
     facts: dict  # Forecaster.fit_result_: losses, epochs, timing, rows, (refit), n_params, windows
     model_config: dict  # the fitted model's complete config (data-sized, with its covariate counts)
