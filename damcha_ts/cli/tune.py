@@ -85,20 +85,10 @@ def run(args: argparse.Namespace) -> int:
     from damcha_ts.tuning.study import run_study
 
     with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the --json object
-        result = run_study(
-            args.config,
-            args.search,
-            n_trials=args.n_trials,
-            storage=args.storage,
-            study_name=args.study_name,
-            workers=args.workers,
-            overrides=args.overrides,
-            horizon=args.horizon,
-            out_dir=args.out,
-            evaluate_test=not args.no_test,
-            compare_default=args.compare_default,
-            command=command_line(args),
-        )
+        result = run_study(args.config, args.search, n_trials=args.n_trials, storage=args.storage,
+                           study_name=args.study_name, workers=args.workers, overrides=args.overrides,
+                           horizon=args.horizon, out_dir=args.out, evaluate_test=not args.no_test,
+                           compare_default=args.compare_default, command=command_line(args))
     if args.json:
         print(json.dumps(result.to_json(), default=str))
     else:

@@ -119,18 +119,12 @@ class SeriesMeta:
             "covariate_scale": [float(v) for v in np.asarray(covariates.scaler.scale_)],
         }
         return cls(
-            **covariate_fields,
-            columns=[str(c) for c in series.columns],
-            freq=str(series.freq),
-            features=series.features,
-            seq_len=int(series.seq_len),
-            pred_len=int(series.pred_len),
+            **covariate_fields, columns=[str(c) for c in series.columns], freq=str(series.freq),
+            features=series.features, seq_len=int(series.seq_len), pred_len=int(series.pred_len),
             scaler_mean=[float(v) for v in np.asarray(series.scaler.mean_)],
             scaler_scale=[float(v) for v in np.asarray(series.scaler.scale_)],
-            time_features_freq=getattr(series, "time_features_freq", None),
-            name=str(getattr(series, "name", "")),
-            data_config=dict(data_config) if data_config is not None else None,
-            input_kind=input_kind,
+            time_features_freq=getattr(series, "time_features_freq", None), name=str(getattr(series, "name", "")),
+            data_config=dict(data_config) if data_config is not None else None, input_kind=input_kind,
             input_options=dict(input_options or {}),
         )
 

@@ -56,16 +56,9 @@ def summarize(study, search: SearchSpec, url: str, out_dir: Path) -> StudyResult
     ]
     best = min(complete, key=lambda t: t.value) if complete else None
     return StudyResult(
-        study_name=study.study_name,
-        storage=display_url(url),
-        out_dir=str(out_dir),
-        n_trials=len(trials),
-        n_complete=count[TrialState.COMPLETE],
-        n_pruned=count[TrialState.PRUNED],
-        n_failed=count[TrialState.FAIL],
-        n_running=count[TrialState.RUNNING],
-        n_waiting=count[TrialState.WAITING],
-        best_value=best.value if best else None,
-        best_params=decoded_params(search, best.params) if best else {},
+        study_name=study.study_name, storage=display_url(url), out_dir=str(out_dir), n_trials=len(trials),
+        n_complete=count[TrialState.COMPLETE], n_pruned=count[TrialState.PRUNED], n_failed=count[TrialState.FAIL],
+        n_running=count[TrialState.RUNNING], n_waiting=count[TrialState.WAITING],
+        best_value=best.value if best else None, best_params=decoded_params(search, best.params) if best else {},
         best_trial=best.number if best else None,
     )
