@@ -200,37 +200,19 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         if self.standardize and self._target_statistics is None:
             raise ConfigError("standardize=True: the module is built by train() (which fits the standardisation)")
         mean, scale = self._target_statistics if self.standardize else (None, None)
-        return DAMCHALightningModule(
-            model_config=self.model_config,
-            quantiles=self.quantiles,
-            lr=self.lr,
-            weight_decay=self.weight_decay,
-            target_mean=mean,
-            target_scale=scale,
-            covariate_statistics=self._covariate_statistics or None,
-        )
+        return DAMCHALightningModule(model_config=self.model_config, quantiles=self.quantiles, lr=self.lr,
+                                     weight_decay=self.weight_decay, target_mean=mean, target_scale=scale,
+                                     covariate_statistics=self._covariate_statistics or None)
 
     def create_training_data_loader(
         self, data: Dataset, module: DAMCHALightningModule, shuffle_buffer_length: int | None = None, **kwargs
     ) -> Iterable:
         instances = self._window_transform("training").apply(Cyclic(data).stream(), is_train=True)
-        return as_stacked_batches(
-            instances,
-            batch_size=self.batch_size,
-            shuffle_buffer_length=shuffle_buffer_length,
-            field_names=self._input_names() + TRAINING_FIELDS,
-            output_type=torch.tensor,
-            num_batches_per_epoch=self.num_batches_per_epoch,
-        )
+        return self._training_batches(instances, shuffle_buffer_length=shuffle_buffer_length,
+                                      num_batches_per_epoch=self.num_batches_per_epoch)
 
     def create_validation_data_loader(self, data: Dataset, module: DAMCHALightningModule, **kwargs) -> Iterable:
-        instances = self._window_transform("validation").apply(data, is_train=True)
-        return as_stacked_batches(
-            instances,
-            batch_size=self.batch_size,
-            field_names=self._input_names() + TRAINING_FIELDS,
-            output_type=torch.tensor,
-        )
+        return self._training_batches(self._window_transform("validation").apply(data, is_train=True))
 
     def create_predictor(self, transformation: Transformation, module: DAMCHALightningModule) -> PyTorchPredictor:
         if module.quantiles is None:
@@ -238,20 +220,19 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         else:
             # Keys in the order of the network's last axis: the levels, then the mean estimate.
             generator = QuantileForecastGenerator(quantiles=[str(q) for q in module.quantiles] + ["mean"])
-        return PyTorchPredictor(
-            input_names=self._input_names(),
-            prediction_net=module,
-            batch_size=self.batch_size,
-            prediction_length=self.prediction_length,
-            input_transform=transformation + self._window_transform("test"),
-            forecast_generator=generator,
-            device="auto",
-        )
+        return PyTorchPredictor(input_names=self._input_names(), prediction_net=module, batch_size=self.batch_size,
+                                prediction_length=self.prediction_length, forecast_generator=generator, device="auto",
+                                input_transform=transformation + self._window_transform("test"))
 
     # -- helpers ------------------------------------------------------------------------------
 
     def _input_names(self) -> list[str]:
         return input_names(self.uses_time_marks, self.covariate_counts)
+
+    def _training_batches(self, instances, **options) -> Iterable:
+        """Batches of training or validation windows: the inputs and the target with its mask."""
+        return as_stacked_batches(instances, batch_size=self.batch_size, output_type=torch.tensor,
+                                  field_names=self._input_names() + TRAINING_FIELDS, **options)
 
     def _window_transform(self, mode: str) -> Transformation:
         """Cut (context, horizon) windows, with their time marks if the model reads them."""
