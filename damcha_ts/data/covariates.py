@@ -121,11 +121,6 @@ def _scaled(values: np.ndarray, past: Sequence[str], future: Sequence[str], trai
         scaler = StandardScaler.fit(values[train_rows[0] : train_rows[1]])
     scaled = scaler.transform(values).astype(np.float32)
     n_past = len(past)
-    return CovariateSeries(
-        past_columns=list(past),
-        future_columns=list(future),
-        values=values,
-        past=np.ascontiguousarray(scaled[:, :n_past]) if n_past else None,
-        future=np.ascontiguousarray(scaled[:, n_past:]) if future else None,
-        scaler=scaler,
-    )
+    return CovariateSeries(past_columns=list(past), future_columns=list(future), values=values, scaler=scaler,
+                           past=np.ascontiguousarray(scaled[:, :n_past]) if n_past else None,
+                           future=np.ascontiguousarray(scaled[:, n_past:]) if future else None)

@@ -40,14 +40,8 @@ def open_study(name: str, url: str, spec: SearchSpec, pins: Mapping[str, str]):
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
-        study_name=name,
-        storage=open_study_storage(url, spec),
-        direction="minimize",
-        load_if_exists=True,
-        sampler=spec.make_sampler(),
-        pruner=spec.make_pruner(),
-    )
+    study = optuna.create_study(study_name=name, storage=open_study_storage(url, spec), direction="minimize",
+                                load_if_exists=True, sampler=spec.make_sampler(), pruner=spec.make_pruner())
     for key in _PINNED_ATTRS:
         stored = study.user_attrs.get(key)
         if stored is None:
