@@ -27,6 +27,7 @@ import pandas as pd
 from damcha_ts.data import prepare
 from damcha_ts.data.covariates import covariate_settings
 from damcha_ts.data.entity_column import with_entity_col
+from damcha_ts.data.options import ProtocolOptions
 from damcha_ts.errors import ConfigError
 from damcha_ts.forecasting.backtest import window_step
 from damcha_ts.forecasting.cross_validation import backtest_rows, refit_every, rolling_forecasts
@@ -40,7 +41,8 @@ from damcha_ts.forecasting.window_scores import calibrate, refuse_empty_test_spl
 from damcha_ts.plotting import plot_prediction
 from damcha_ts.training.config import TrainingConfig, load_run_config
 
-# The training defaults live in TrainingConfig alone; the constructor's come from there.
+# The training defaults live in TrainingConfig alone, the lookback and horizon in ProtocolOptions;
+# the constructor's come from there.
 _DEFAULT = {f.name: f.default for f in dataclasses.fields(TrainingConfig)}
 
 
@@ -96,9 +98,10 @@ class Forecaster:
     ``evaluate`` share; ``model_``, ``meta_``, ``fit_result_``, ``calibration_`` read it.
     """
 
-    def __init__(self, model: str = "itransformer_damcha", horizon: int = 96, lookback: int = 96,
-                 freq: str | None = None, random_state: int = _DEFAULT["seed"], max_epochs: int = _DEFAULT["max_epochs"],
-                 batch_size: int = _DEFAULT["batch_size"], learning_rate: float = _DEFAULT["learning_rate"],
+    def __init__(self, model: str = "itransformer_damcha", horizon: int = ProtocolOptions.pred_len,
+                 lookback: int = ProtocolOptions.seq_len, freq: str | None = None, random_state: int = _DEFAULT["seed"],
+                 max_epochs: int = _DEFAULT["max_epochs"], batch_size: int = _DEFAULT["batch_size"],
+                 learning_rate: float = _DEFAULT["learning_rate"],
                  trainer_kwargs: Mapping[str, Any] | None = None, quantiles: Sequence[float] | None = None,
                  verbose: bool = False, nonnegative: bool = False, past_covariates: Sequence[str] | None = None,
                  future_covariates: Sequence[str] | None = None, static_covariates: Sequence[str] | None = None,
@@ -238,13 +241,13 @@ class Forecaster:
         ``width_80`` and, with ``quantiles``, ``coverage_80_uncalibrated`` (the raw head), ``pinball_loss``
         and ``wql`` (GluonTS' mean weighted quantile loss).
         """
-        predictor = self._predictor("evaluate")
-        require_calibration(predictor, check_levels(level))  # before the data is read
+        predictor, levels = self._predictor("evaluate"), check_levels(level)
+        require_calibration(predictor, levels)  # before the data is read
         panel = self._evaluation_panel(data, borders, data_options)
         if split == "test" and panel.window_count(split) == 0:
             refuse_empty_test_split(fitted=data is None and borders is None and not data_options,
                                     refit=bool(self.fit_result_.get("refit")))
-        return predictor.evaluate(panel, split, self.training.batch_size, level=level)
+        return predictor.evaluate(panel, split, self.training.batch_size, levels)
 
     def calibrate(self, data: Any = None, *, split: str = "val", borders: Any = None, **data_options: Any) -> Forecaster:
         """Compute the calibration of ``level=`` intervals on the windows of ``split`` of ``data``
@@ -275,10 +278,10 @@ class Forecaster:
         (see :meth:`predict`).
         """
         predictor = self._predictor("backtest")
-        step = window_step(n_windows, step, self.horizon)
-        require_calibration(predictor, check_levels(level))
+        step, levels = window_step(n_windows, step, self.horizon), check_levels(level)
+        require_calibration(predictor, levels)
         rows, input_options = rolling_rows(predictor, self.panel_, data, data_options)
-        return backtest_rows(predictor, rows, n_windows=n_windows, step=step, input_options=input_options, level=level)
+        return backtest_rows(predictor, rows, n_windows=n_windows, step=step, input_options=input_options, levels=levels)
 
     def cross_validation(self, data: Any = None, n_windows: int = 3, step: int | None = None,
                          refit: bool | int = False, level: Sequence[float] | None = None,
@@ -308,8 +311,8 @@ class Forecaster:
             return estimator.fit_rows(predictor.meta, rows, refit=again, calibrated=bool(levels))
 
         rows, input_options = rolling_rows(predictor, self.panel_, data, data_options)
-        return rolling_forecasts(predictor, rows, n_windows=n_windows, step=step, refit=refit, train=train,
-                                 input_options=input_options, level=level)
+        return rolling_forecasts(predictor, rows, n_windows=n_windows, step=step, every=every, train=train,
+                                 input_options=input_options, levels=levels)
 
     def plot(self, data: Any = None, *, truth: Any = None, variates: Sequence[str] | None = None,
              history_steps: int | None = None, path: str | Path | None = None, ax=None, level: Any = None,
@@ -321,14 +324,14 @@ class Forecaster:
         a many-entity model plots the ``entity`` named.
         Saves to ``path`` when given. Needs matplotlib (``pip install damcha-ts[plot]``).
         """
-        predictor, title = self._predictor("plot"), self.model_config["name"]
-        require_calibration(predictor, check_levels(level))
+        predictor, title, levels = self._predictor("plot"), self.model_config["name"], check_levels(level)
+        require_calibration(predictor, levels)
         predictor, data, future = one_entity(predictor, entity, data, future, "plot")
         title = title if entity is None else f"{title}: {entity}"
         values, stamps = stored_history(predictor) if data is None else history_from(predictor.meta, data, data_options)[2:]
         future_rows = future_values(predictor.meta, future, predictor.future_timestamps(stamps[-1]))
         return plot_prediction(predictor, values, stamps, truth=truth, variates=variates, history_steps=history_steps,
-                               path=path, ax=ax, title=title, level=level, future=future_rows)
+                               path=path, ax=ax, title=title, levels=levels, future=future_rows)
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.files import save_figure
-from damcha_ts.forecasting.intervals import check_levels, with_intervals
+from damcha_ts.forecasting.intervals import with_intervals
 
 
 def plot_forecast(
@@ -106,15 +106,15 @@ def plot_prediction(
     path: str | Path | None = None,
     ax=None,
     title: str | None = None,
-    level: Any = None,
+    levels: tuple[float, ...] = (),
     future: np.ndarray | None = None,
 ):
     """Plot a history ([L, K] raw values of ``meta.history_columns``: model columns, then covariates;
     and timestamps), the :class:`~damcha_ts.forecasting.Predictor`'s forecast after it (``future``
     [H, F]: the future covariates' values) and, when given, the ``truth`` (a wide frame indexed by
-    the forecast timestamps, or an array ``[H, C_out]``); ``level`` (percentages) shades the
-    predictor's calibrated intervals. Covariates are not drawn."""
-    forecast = with_intervals(predictor, predictor.forecast_after(values, timestamps, future), check_levels(level))
+    the forecast timestamps, or an array ``[H, C_out]``); ``levels`` (percentages, as
+    ``check_levels`` gave them) shade the predictor's calibrated intervals. Covariates are not drawn."""
+    forecast = with_intervals(predictor, predictor.forecast_after(values, timestamps, future), levels)
     columns = list(predictor.meta.columns)
     history = pd.DataFrame(np.asarray(values)[:, : len(columns)], index=timestamps, columns=columns)
     point = pd.DataFrame(forecast.point, index=forecast.timestamps, columns=forecast.columns)

@@ -44,6 +44,7 @@ from damcha_ts.cli.arguments import (
     scale_out_settings,
     trainer_kwargs,
 )
+from damcha_ts.data.options import ProtocolOptions
 
 
 def register(subparsers) -> None:
@@ -59,7 +60,7 @@ def register(subparsers) -> None:
     source.add_argument("--horizon", "--pred-len", dest="horizon", type=int,
                         help="forecast horizon H (picks per-horizon config sections)")
     source.add_argument("--lookback", "--seq-len", dest="lookback", type=int,
-                        help="input length L (default: the config's, 96 without one)")
+                        help=f"input length L (default: the config's, {ProtocolOptions.seq_len} without one)")
     source.add_argument("--val-size", type=float, metavar="ROWS_OR_FRACTION",
                         help="validation tail: rows (e.g. 500) or a fraction (e.g. 0.1) of the series")
     source.add_argument("--test-size", type=float, metavar="ROWS_OR_FRACTION",

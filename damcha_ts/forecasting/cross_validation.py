@@ -70,22 +70,22 @@ def cross_validation(
     ``level``: interval columns (:mod:`damcha_ts.forecasting.intervals`), from each predictor's
     calibration (``train`` must return calibrated predictors).
     """
+    every, levels = refit_every(refit), check_levels(level)
+    step = window_step(n_windows, step, predictor.horizon)
     train_rows = None if train is None else (lambda rows: train(*rows[None]))
-    return rolling_forecasts(predictor, {None: (values, timestamps)}, n_windows=n_windows, step=step, refit=refit,
-                             train=train_rows, input_options=input_options, level=level)
+    return rolling_forecasts(predictor, {None: (values, timestamps)}, n_windows=n_windows, step=step, every=every,
+                             train=train_rows, input_options=input_options, levels=levels)
 
 
-def rolling_forecasts(predictor, rows: Rows, *, n_windows: int, step: int | None, refit: bool | int = False,
+def rolling_forecasts(predictor, rows: Rows, *, n_windows: int, step: int, every: int,
                       train: Callable[[Rows], Any] | None = None, input_options: Mapping[str, Any] | None = None,
-                      level: Any = None) -> pd.DataFrame:
-    """:func:`cross_validation` of each entity's ``rows`` (one entry for a model of one series):
-    ``train(rows up to each entity's cutoff)`` trains one model for a group of windows. The
-    frame has the entity column first when the model has one (:func:`backtest_rows`)."""
-    every = refit_every(refit)
+                      levels: tuple[float, ...] = ()) -> pd.DataFrame:
+    """:func:`cross_validation` of each entity's ``rows`` (one entry for a model of one series), its
+    arguments checked there: ``train(rows up to each entity's cutoff)`` trains one model for a group
+    of windows. The frame has the entity column first when the model has one (:func:`backtest_rows`)."""
     horizon, lookback = predictor.horizon, predictor.lookback
-    step = window_step(n_windows, step, horizon)
     if not every:
-        return backtest_rows(predictor, rows, n_windows=n_windows, step=step, input_options=input_options, level=level)
+        return backtest_rows(predictor, rows, n_windows=n_windows, step=step, input_options=input_options, levels=levels)
     if train is None:
         raise ConfigError("cross_validation(refit=...) needs a train function that fits a model on the rows before a cutoff")
     entity_col = getattr(predictor.meta, "entity_col", None)
@@ -103,8 +103,8 @@ def rolling_forecasts(predictor, rows: Rows, *, n_windows: int, step: int | None
         # Backtest over the rows up to the group's last forecast: its windows end at these cutoffs.
         ends = {e: positions[e][last] + 1 + horizon for e in rows}
         pieces.append(backtest_rows(window_predictor, {e: (v[: ends[e]], t[: ends[e]]) for e, (v, t) in rows.items()},
-                                    n_windows=last - first + 1, step=step, input_options=input_options, level=level,
-                                    # The window models were fitted on a table of text ids (api._window_table).
+                                    n_windows=last - first + 1, step=step, input_options=input_options, levels=levels,
+                                    # The window models were fitted on a table of text ids (estimator.window_panel).
                                     ids_as=predictor.meta))
         cutoff = {e: str(t[positions[e][first]]) for e, (_, t) in rows.items()}
         refits.append({**({"cutoff": cutoff[None]} if entity_col is None else {"cutoffs": cutoff}),
@@ -115,12 +115,13 @@ def rolling_forecasts(predictor, rows: Rows, *, n_windows: int, step: int | None
 
 
 def backtest_rows(predictor, rows: Rows, *, n_windows: int, step: int, input_options: Mapping[str, Any] | None = None,
-                  level: Any = None, ids_as=None) -> pd.DataFrame:
+                  levels: tuple[float, ...] = (), ids_as=None) -> pd.DataFrame:
     """:func:`~damcha_ts.forecasting.backtest.backtest` of each entity's rows (each cutoff counted
     from its own last row) through its own predictor: of a model of one series, its frame; of many
     entities, one frame with the entity column first, ids in the dtype of the fit data of ``ids_as``
-    (a meta; default the predictor's), laid out as the fit input was (``meta.input_options``)."""
-    entity_col, levels = getattr(predictor.meta, "entity_col", None), check_levels(level)
+    (a meta; default the predictor's), laid out as the fit input was (``meta.input_options``);
+    ``step`` and ``levels`` checked (by :func:`cross_validation` or the ``Forecaster``)."""
+    entity_col = getattr(predictor.meta, "entity_col", None)
     if entity_col is None:
         ((values, stamps),) = rows.values()
         return window_forecasts(predictor, values, stamps, n_windows, step, input_options, levels)

@@ -227,13 +227,11 @@ class Predictor:
             quantiles=self.quantiles,
         )
 
-    def evaluate(self, panel, split: str, batch_size: int, level=None) -> dict[str, Any]:
+    def evaluate(self, panel, split: str, batch_size: int, levels: tuple[float, ...] = ()) -> dict[str, Any]:
         """MSE/MAE over every window of ``split`` of a prepared panel (data/panel.py), each entity's
         through its own predictor (:meth:`for_entity`) and scaler (:meth:`evaluate_series`); with an
-        entity column, each entity's scores and all of them pooled (:func:`pooled_scores`)."""
-        from damcha_ts.forecasting.intervals import check_levels
-
-        levels = check_levels(level)
+        entity column, each entity's scores and all of them pooled (:func:`pooled_scores`).
+        ``levels``: as :func:`~damcha_ts.forecasting.intervals.check_levels` gave them."""
         per_entity = {}
         for entity, one in zip(panel.entities, panel.series):
             if one.window_count(split) > 0:
