@@ -155,14 +155,8 @@ class TrialObjective:
         pruning = make_pruning_callback(trial)
         run_dir = trial_dir(self.out_dir, trial.number)
         try:
-            result = run_experiment(
-                run,
-                run_dir,
-                evaluate_test=False,
-                callbacks=[pruning],
-                trainer_kwargs=one_device_per_run(config, self.trainer_kwargs),
-                progress=False,
-            )
+            result = run_experiment(run, run_dir, evaluate_test=False, callbacks=[pruning], progress=False,
+                                    trainer_kwargs=one_device_per_run(config, self.trainer_kwargs))
         finally:
             for name in _BULKY_OUTPUTS:
                 shutil.rmtree(run_dir / name, ignore_errors=True)

@@ -57,9 +57,8 @@ def param_importances(study) -> tuple[dict[str, float], str | None]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            values = optuna.importance.get_param_importances(
-                study, evaluator=optuna.importance.PedAnovaImportanceEvaluator()
-            )
+            evaluator = optuna.importance.PedAnovaImportanceEvaluator()
+            values = optuna.importance.get_param_importances(study, evaluator=evaluator)
     except (ValueError, RuntimeError, ZeroDivisionError) as exc:
         return {}, f"could not be computed: {exc}"
     return dict(values), None
@@ -73,22 +72,13 @@ def _plot_history(trials, path: Path) -> None:
     complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
     pruned = [t for t in trials if t.state == TrialState.PRUNED and t.intermediate_values]
     if complete:
-        ax.scatter(
-            [t.number for t in complete], [t.value for t in complete], label="complete", color="tab:blue"
-        )
+        ax.scatter([t.number for t in complete], [t.value for t in complete], label="complete", color="tab:blue")
         ordered = sorted(complete, key=lambda t: t.number)
         best_so_far = list(itertools.accumulate((t.value for t in ordered), min))
-        ax.step(
-            [t.number for t in ordered], best_so_far, where="post", color="tab:green", label="best so far"
-        )
+        ax.step([t.number for t in ordered], best_so_far, where="post", color="tab:green", label="best so far")
     if pruned:
-        ax.scatter(
-            [t.number for t in pruned],
-            [t.intermediate_values[max(t.intermediate_values)] for t in pruned],
-            marker="x",
-            color="tab:gray",
-            label="pruned (last val_loss)",
-        )
+        ax.scatter([t.number for t in pruned], [t.intermediate_values[max(t.intermediate_values)] for t in pruned],
+                   marker="x", color="tab:gray", label="pruned (last val_loss)")
     ax.set_xlabel("trial")
     ax.set_ylabel("validation MSE")
     _save_per_trial(fig, ax, "Optimisation history", bool(complete or pruned), path)
@@ -105,27 +95,15 @@ def _plot_intermediate(trials, best_number: int | None, path: Path) -> None:
         if not t.intermediate_values:
             continue
         epochs = sorted(t.intermediate_values)
+        values = [t.intermediate_values[e] for e in epochs]
         state = t.state if t.state in colors else None
         label = None
         if state is not None and state not in labelled:
             label = state.name.lower()
             labelled.add(state)
-        ax.plot(
-            epochs,
-            [t.intermediate_values[e] for e in epochs],
-            color=colors.get(state, "tab:gray"),
-            alpha=0.5,
-            marker=".",
-            label=label,
-        )
+        ax.plot(epochs, values, color=colors.get(state, "tab:gray"), alpha=0.5, marker=".", label=label)
         if t.number == best_number:
-            ax.plot(
-                epochs,
-                [t.intermediate_values[e] for e in epochs],
-                color="black",
-                linewidth=2,
-                label=f"best (trial {t.number})",
-            )
+            ax.plot(epochs, values, color="black", linewidth=2, label=f"best (trial {t.number})")
     ax.set_xlabel("epoch")
     ax.set_ylabel("val_loss (reported to the pruner)")
     _save_per_trial(fig, ax, "Intermediate values", bool(labelled), path)

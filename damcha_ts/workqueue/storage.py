@@ -190,13 +190,8 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
             else "failed_trial_callback"
         callback = {name: retry_callback(max_retry)}
         try:
-            storage = optuna.storages.RDBStorage(
-                url,
-                engine_kwargs=engine_kwargs,
-                heartbeat_interval=heartbeat_interval,
-                grace_period=grace_period,
-                **callback,
-            )
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, grace_period=grace_period,
+                                                 heartbeat_interval=heartbeat_interval, **callback)
             return _serialised_sqlite(storage) if sqlite else storage
         except ImportError as exc:
             hint = ""
