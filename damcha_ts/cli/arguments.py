@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 from collections.abc import Mapping
 from pathlib import Path
+
+from damcha_ts.errors import ConfigError
+from damcha_ts.files import same_file
 
 
 def add_command(subparsers, name: str, help: str, description: str | None) -> argparse.ArgumentParser:
@@ -58,9 +62,6 @@ def check_output_file(output: str, reads: Mapping[str, str | Path], flag: str = 
     command reads (``reads``: each as the user knows it, e.g. ``"--future F"``, to its path), also
     under another name (a link, ``./x`` for ``x``): writing it would destroy what the command read.
     Returns the path to write."""
-    from damcha_ts.errors import ConfigError
-    from damcha_ts.files import same_file
-
     path = Path(output).expanduser()
     if not path.parent.is_dir():
         raise ConfigError(f"{flag} {output}: its folder does not exist")
@@ -114,8 +115,6 @@ def trainer_kwargs(args: argparse.Namespace) -> dict:
     """``--trainer key=value`` pairs as a dict of YAML-parsed values."""
     import yaml
 
-    from damcha_ts.errors import ConfigError
-
     result = {}
     for text in args.trainer_kwargs:
         key, sep, value = text.partition("=")
@@ -126,8 +125,6 @@ def trainer_kwargs(args: argparse.Namespace) -> dict:
         except yaml.YAMLError as exc:
             raise ConfigError(f"--trainer {text!r}: the value is not valid YAML ({exc.problem})") from None
     if result:
-        import inspect
-
         import lightning
 
         valid = inspect.signature(lightning.Trainer).parameters

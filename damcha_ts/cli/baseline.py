@@ -35,12 +35,9 @@ def run(args: argparse.Namespace) -> int:
     scores = evaluate_naive(data, CLI_METHODS[args.method], split="test")
     scores.pop("method")  # reported under its command-line spelling
     result = {"dataset": data.name, "method": args.method, "seq_len": data.seq_len, "pred_len": data.pred_len, **scores}
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    print(
+    print(json.dumps(result) if args.json else (  # --json: stdout holds the one JSON object
         f"{result['dataset']} {args.method} L={data.seq_len} H={data.pred_len}: test MSE {result['mse']:.4f}  "
         f"MAE {result['mae']:.4f}  over {result['windows']} windows "
         f"(raw scale: MSE {result['mse_raw']:.4f}  MAE {result['mae_raw']:.4f})"
-    )
+    ))
     return 0

@@ -11,6 +11,7 @@ import argparse
 import json
 
 from damcha_ts.cli.arguments import add_csv_arguments, add_json_flag, csv_options
+from damcha_ts.data import checksum_status, describe, get_spec, prepare
 from damcha_ts.data.options import ProtocolOptions
 
 
@@ -31,8 +32,6 @@ def register(subparsers) -> None:
 
 def summary(name: str, seq_len: int, pred_len: int, **read_options) -> dict:
     """The facts ``data info`` prints, as a JSON-ready dict (``read_options``: how to read a CSV)."""
-    from damcha_ts.data import checksum_status, describe, get_spec, prepare
-
     data = prepare(name, seq_len=seq_len, pred_len=pred_len, **read_options)
     result = describe(data)
     if data.dataset is not None:

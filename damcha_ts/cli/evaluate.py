@@ -29,22 +29,18 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from damcha_ts.api import Forecaster
-
     from damcha_ts.forecasting.intervals import check_levels
 
     forecaster = Forecaster.load(args.model)
     level = check_levels(args.level, argument="--level") or None
     scores = forecaster.evaluate(args.dataset, split=args.split, level=level, **csv_options(args))
     result = {"model": forecaster.model_config["name"], "horizon": forecaster.horizon, **scores}
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    print(
+    print(json.dumps(result) if args.json else (  # --json: stdout holds the one JSON object
         f"{result['model']} on {result['dataset']} ({args.split}, H={result['horizon']}): MSE {result['mse']:.4f}  "
         f"MAE {result['mae']:.4f} over {result['windows']} windows "
         f"(original scale: MSE {result['mse_inverse']:.4f}  MAE {result['mae_inverse']:.4f})"
         + "".join(f"\n{key[len('coverage_'):]} % interval: coverage {result[key]:.3f}, mean width "
                   f"{result['width_' + key[len('coverage_'):]]:.3f}"
                   for key in result if key.startswith("coverage_") and not key.endswith("_uncalibrated"))
-    )
+    ))
     return 0

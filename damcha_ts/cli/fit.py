@@ -26,10 +26,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+import pandas as pd
 
 from damcha_ts.cli.arguments import (
     add_command,
@@ -44,7 +48,11 @@ from damcha_ts.cli.arguments import (
     scale_out_settings,
     trainer_kwargs,
 )
+from damcha_ts.data.covariates import covariate_settings
 from damcha_ts.data.options import ProtocolOptions
+from damcha_ts.data.registry import get_spec, is_benchmark_name
+from damcha_ts.errors import ConfigError, Stopped, add_note
+from damcha_ts.files import write_atomically
 
 
 def register(subparsers) -> None:
@@ -86,11 +94,7 @@ def resolve_cli_config(args: argparse.Namespace):
     """(the :class:`RunConfig` the command line describes (see the module docstring), its data
     prepared when sizing the model needed it, else None): flags are typed settings applied over
     the config file, ``--set`` text wins over both."""
-    from damcha_ts.data.registry import is_benchmark_name
-    from damcha_ts.errors import ConfigError
     from damcha_ts.training import RunConfig
-
-    from damcha_ts.data.covariates import covariate_settings
 
     sizes = {key: getattr(args, key) for key in ("val_size", "test_size") if getattr(args, key) is not None}
     covariates = covariate_settings(args.past_covariates, args.future_covariates, args.static_covariates)
@@ -129,8 +133,6 @@ def _data_sized(run, source, args: argparse.Namespace, updates: dict):
 
 def default_config(data: str, model: str) -> dict:
     """The official config of a benchmark when shipped, else the family's protocol defaults."""
-    from damcha_ts.data.registry import get_spec, is_benchmark_name
-    from damcha_ts.errors import ConfigError
     from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES, known_model_name, resolve_variant
     from damcha_ts.training.config import CONFIG_ROOT, official_config_name
 
@@ -157,8 +159,6 @@ def default_config(data: str, model: str) -> dict:
 
 def write_forecast_plot(out_dir: Path, series) -> Path:
     """Plot the last test window of the run's prepared ``series``: its lookback, the forecast and the truth."""
-    import pandas as pd
-
     from damcha_ts.api import Forecaster
 
     forecaster = Forecaster.load(out_dir)
@@ -202,8 +202,6 @@ def check_out_dir(out_dir: Path, *, resume: bool, overwrite: bool, config_hash: 
     """Refuse to train over an earlier run unless asked to continue (--resume) or replace it
     (--overwrite): a typo in --out must not cost a finished model. A run of this same config whose
     fit failed (FAILED_MARKER) holds no result to lose: the same command starts it over."""
-    from damcha_ts.errors import ConfigError
-
     if resume and overwrite:
         raise ConfigError("--resume continues the run in --out and --overwrite replaces it: give one")
     if out_dir.exists() and not out_dir.is_dir():
@@ -245,11 +243,7 @@ def training_command(command: str, out_dir: Path, *, resume: bool, config_hash: 
       had not yet scored (no metrics.json) leaves FAILED_MARKER, naming ``config_hash``, so that the
       same command is not refused for the folder it left, while any other config still is.
     On success the marker of an earlier failure goes."""
-    import os
-
     from lightning.fabric.utilities.rank_zero import rank_zero_only
-
-    from damcha_ts.errors import Stopped
 
     owner, stopping = os.getpid(), []
 
@@ -295,9 +289,6 @@ def _stopped_message(command: str, out_dir: Path, stop: BaseException, *, overwr
 
 def _mark_failed(command: str, out_dir: Path, error: Exception, config_hash: str) -> None:
     """Leave FAILED_MARKER in a fresh run's folder that ``error`` ended before it scored, and say so."""
-    from damcha_ts.errors import add_note
-    from damcha_ts.files import write_atomically
-
     if (out_dir / "metrics.json").is_file():  # trained and scored: what failed after, --resume redoes
         add_note(error, f"{command}: the run in {out_dir} trained and scored (metrics.json); the same "
                         "command with --resume writes what is missing")
@@ -310,8 +301,6 @@ def _mark_failed(command: str, out_dir: Path, error: Exception, config_hash: str
 
 def _in_main_thread() -> bool:
     """Signal handlers can only be set there (an in-process caller may run main() in a thread)."""
-    import threading
-
     return threading.current_thread() is threading.main_thread()
 
 
@@ -345,17 +334,14 @@ def run(args: argparse.Namespace) -> int:
     result = train_run("fit", config, out_dir, args, series=series, plot=not args.no_plot, overwrite=args.overwrite)
     if result is None:
         return 0
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    print(
+    print(json.dumps(result) if args.json else (  # --json: stdout holds the one JSON object
         f"{result['model']} on {result['dataset']} H={result['horizon']}: test MSE {result['mse']:.4f}  "
         f"MAE {result['mae']:.4f} over {result['test_windows']} windows "
         f"(original scale: MSE {result['mse_inverse']:.4f}  MAE {result['mae_inverse']:.4f})\n"
         f"best epoch {result['best_epoch'] + 1} of {result['epochs_run']}, val loss {result['best_val_loss']:.4f}, "
         f"{_seconds_per_epoch(result)}, {result['n_params']:,} parameters\n"
         f"written to {out_dir}"
-    )
+    ))
     return 0
 
 

@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 
 from damcha_ts.cli.arguments import add_json_flag
+from damcha_ts.data import get_spec, locate_dataset
+from damcha_ts.errors import ChecksumError, ConfigError, DatasetNotFoundError
 
 DEFAULT_RESULTS = "benchmarks/results/leaderboard.csv"
 DEFAULT_RUNS = "runs/leaderboard"
@@ -203,8 +205,6 @@ def _print_status(args: argparse.Namespace, grids: list, results: Path, runs_dir
 
 def _check_arguments(args: argparse.Namespace) -> None:
     """Reject bad counts before anything runs; ``--data-dir`` becomes ``DAMCHA_TS_DATA``."""
-    from damcha_ts.errors import ConfigError
-
     if args.max_cells is not None and args.max_cells < 0:
         raise ConfigError(f"--max-cells must be >= 0, got {args.max_cells}")
     if args.workers is not None and args.workers < 1:
@@ -311,9 +311,6 @@ def _regenerate_report(grids: list, results: Path, runs_dir: Path, root: Path) -
 
 def _unavailable(expected: list) -> dict[str, str]:
     """For the report: planned datasets whose file this machine does not have (never downloads)."""
-    from damcha_ts.data import get_spec, locate_dataset
-    from damcha_ts.errors import ChecksumError, DatasetNotFoundError
-
     notes = {}
     for dataset in dict.fromkeys(cell.dataset for cell in expected):
         try:
@@ -330,9 +327,6 @@ def _unavailable(expected: list) -> dict[str, str]:
 
 
 def _canonical(name: str, grids: list) -> str:
-    from damcha_ts.data import get_spec
-    from damcha_ts.errors import ConfigError
-
     canonical = get_spec(name).name
     if not any(canonical in grid.datasets for grid in grids):
         known = sorted({d for grid in grids for d in grid.datasets})
@@ -341,8 +335,6 @@ def _canonical(name: str, grids: list) -> str:
 
 
 def _known_model(label: str, grids: list) -> str:
-    from damcha_ts.errors import ConfigError
-
     known = sorted({m for grid in grids for m in grid.model_labels})
     if label not in known:
         raise ConfigError(f"--only-model {label}: no grid given has this model (they have {', '.join(known)})")

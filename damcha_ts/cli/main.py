@@ -11,6 +11,10 @@ import importlib
 import os
 import sys
 
+from damcha_ts import __version__
+from damcha_ts.cli.messages import command_flags, in_cli_words, warnings_shown_once
+from damcha_ts.errors import DamchaError, Stopped
+
 COMMAND_MODULES = ("data", "baseline", "tune", "leaderboard", "fit", "predict", "evaluate", "quickstart")
 
 
@@ -19,8 +23,6 @@ def build_parser() -> argparse.ArgumentParser:
         prog="damcha-ts",
         description="Multivariate forecasting with DAMCHA attention (iTransformer / Gateformer).",
     )
-    from damcha_ts import __version__
-
     parser.add_argument("--version", action="version", version=f"damcha-ts {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
@@ -30,9 +32,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from damcha_ts.cli.messages import command_flags, in_cli_words, warnings_shown_once
-    from damcha_ts.errors import Stopped
-
     parser = build_parser()
     args = parser.parse_args(argv)
     flags = command_flags(parser, args)
@@ -57,8 +56,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (ValueError, KeyError, RuntimeError) as exc:
         # Library errors already name the file/column/argument; show them without a traceback.
-        from damcha_ts.errors import DamchaError
-
         if isinstance(exc, DamchaError):
             message = exc.cli or in_cli_words(str(exc), flags)  # Python's keywords as this command's flags
             print(f"damcha-ts: error: {message}", file=sys.stderr)

@@ -24,8 +24,12 @@ from damcha_ts.cli.arguments import (
     add_csv_arguments,
     add_json_flag,
     add_model_dir_argument,
+    check_output_file,
     csv_options,
 )
+from damcha_ts.data.csv_files import csv_separator, read_csv_frame
+from damcha_ts.errors import DataError
+from damcha_ts.files import write_atomically
 
 
 def register(subparsers) -> None:
@@ -55,21 +59,15 @@ def run(args: argparse.Namespace) -> int:
     options = csv_options(args)
     future = None
     if args.future is not None:
-        from damcha_ts.data.csv_files import read_csv_frame
-
         future = read_csv_frame(args.future, sep=options.get("sep", meta.input_options.get("sep")))
     if args.input is None:
         if meta.input_kind == "numpy":
-            from damcha_ts.errors import DataError
-
             raise DataError(
                 f"--model {args.model} was fitted on a NumPy array, which has no CSV layout to continue; "
                 "pass the recent history with --input history.csv"
             )
         forecast = predict(predictor, future=future, level=level)
     else:
-        from damcha_ts.data.csv_files import read_csv_frame
-
         # Read as a frame so that the forecast comes back in the file's own layout; errors about
         # it still name the file and line.
         sep = options.get("sep", meta.input_options.get("sep"))  # as given at fit time
@@ -80,8 +78,6 @@ def run(args: argparse.Namespace) -> int:
     history_file = args.input or (meta.data_config or {}).get("dataset")
     sep = _output_separator(history_file, options.get("sep", meta.input_options.get("sep")))
     if output is not None:
-        from damcha_ts.files import write_atomically
-
         write_atomically(output, forecast.to_csv(index=wide, sep=sep))
     else:  # stdout holds the one JSON object with --json, so the forecast goes to stderr then
         forecast.to_csv(sys.stderr if args.json else sys.stdout, index=wide, sep=sep)
@@ -107,8 +103,6 @@ def _summary(predictor, forecast: pd.DataFrame, output: str | None) -> dict:
 def _output_separator(source, given: str | None) -> str:
     """The delimiter of the history CSV (given, or detected from its header as when it is read); a comma
     when the history is no CSV file (a benchmark name, an array)."""
-    from damcha_ts.data.csv_files import csv_separator
-
     if source is None or not Path(str(source)).expanduser().is_file():
         return given or ","
     return csv_separator(Path(str(source)).expanduser(), given)[0]
@@ -118,7 +112,6 @@ def check_output_path(args: argparse.Namespace, data_config) -> Path:
     """Before anything is written: ``--output`` is none of the files predict reads (the history it
     continues, the ``--future`` covariates, the model's training data, ``data_config["dataset"]``)
     nor a file of the saved model or beside it."""
-    from damcha_ts.cli.arguments import check_output_file
     from damcha_ts.training.artifacts import HISTORY_FILE, META_FILE, WEIGHTS_FILE, model_directory
 
     reads = {}
