@@ -54,12 +54,8 @@ def predictor_from_forecaster(forecaster, batch_size: int = TrainingConfig.batch
             "forecaster.predict",
             stacklevel=2,
         )
-    module = DAMCHALightningModule(
-        model_config=estimator.model_config,
-        quantiles=estimator.quantiles,
-        target_mean=list(meta.scaler_mean),
-        target_scale=list(meta.scaler_scale),
-    )
+    module = DAMCHALightningModule(model_config=estimator.model_config, quantiles=estimator.quantiles,
+                                   target_mean=list(meta.scaler_mean), target_scale=list(meta.scaler_scale))
     module.model.load_state_dict(predictor.model.state_dict())
     return estimator.create_predictor(estimator.create_transformation(), module.eval())
 

@@ -108,12 +108,8 @@ class SearchSpec:
         """TPE over the joint space; the constant liar keeps parallel workers apart."""
         import optuna
 
-        return optuna.samplers.TPESampler(
-            seed=self.sampler_seed if seed is None else seed,
-            n_startup_trials=self.n_startup_trials,
-            multivariate=True,
-            constant_liar=True,
-        )
+        return optuna.samplers.TPESampler(seed=self.sampler_seed if seed is None else seed, multivariate=True,
+                                          n_startup_trials=self.n_startup_trials, constant_liar=True)
 
     def make_pruner(self):
         import optuna
