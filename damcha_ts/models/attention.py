@@ -257,14 +257,9 @@ class MultiHeadAttention(nn.Module):
         self.qkv_projection = nn.Linear(d_model, 3 * d_model)
         self.out_projection = nn.Linear(d_model, d_model)
 
-    def forward(
-        self,
-        x: Tensor,
-        key_padding_mask: Tensor | None = None,
-        is_causal: bool = False,
-        head_metrics: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, AttentionRecord | None]:
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False,
+                head_metrics: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, AttentionRecord | None]:
         """x [B, T, D] -> (y [B, T, D], AttentionRecord with weights if ``need_weights``)."""
         if head_metrics is not None:
             raise ConfigError("MultiHeadAttention takes no head_metrics (only DAMCHA attention does)")
@@ -299,14 +294,9 @@ class DamchaAttention(nn.Module):
         self.out_projection = nn.Linear(d_model, d_model)
         self.metric_generator = metric_generator
 
-    def forward(
-        self,
-        x: Tensor,
-        key_padding_mask: Tensor | None = None,
-        is_causal: bool = False,
-        head_metrics: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, AttentionRecord | None]:
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False,
+                head_metrics: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, AttentionRecord | None]:
         """x [B, T, D] -> (y [B, T, D], AttentionRecord with weights and metrics if ``need_weights``)."""
         full_metric = None
         if head_metrics is None:
@@ -346,15 +336,8 @@ def build_attention(
 def build_metric_generator(d_model: int, config: AttentionConfig) -> MetricGenerator | StaticMetric:
     """The metric source of a DAMCHA config; its dropout is the attention dropout unless
     ``generator_dropout`` is set (damcha.md §1.3)."""
-    return make_metric_generator(
-        d_model,
-        config.n_heads,
-        hidden=config.generator_hidden,
-        dropout=config.dropout if config.generator_dropout is None else config.generator_dropout,
-        parameterization=config.parameterization,
-        static_metric=config.static_metric,
-        init=config.generator_init,
-        metric_gate=config.metric_gate,
-        rank=config.metric_rank,
-        delta_norm=config.metric_delta_norm,
-    )
+    dropout = config.dropout if config.generator_dropout is None else config.generator_dropout
+    return make_metric_generator(d_model, config.n_heads, hidden=config.generator_hidden, dropout=dropout,
+                                 parameterization=config.parameterization, static_metric=config.static_metric,
+                                 init=config.generator_init, metric_gate=config.metric_gate, rank=config.metric_rank,
+                                 delta_norm=config.metric_delta_norm)

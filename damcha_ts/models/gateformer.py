@@ -82,14 +82,12 @@ class Gateformer(ForecastModel):
 
         self.global_embedding = nn.Linear(c.seq_len, c.d_model)
         self.patch_embedding = PatchEmbedding(c.seq_len, c.d_model, c.patch_len, c.stride, c.dropout)
-        self.temporal_encoder = build_encoder(
-            pre_norm_layer, c.e_layers, c.d_model, c.attention_config(c.temporal_attention)
-        )
+        self.temporal_encoder = build_encoder(pre_norm_layer, c.e_layers, c.d_model,
+                                              c.attention_config(c.temporal_attention))
         self.temporal_head = nn.Linear(self.patch_embedding.n_patches * c.d_model, c.d_model)
         self.fusion_gate = Gate(c.d_model)
-        self.variate_encoder = build_encoder(
-            pre_norm_layer, c.e_layers, c.d_model, c.attention_config(c.variate_attention)
-        )
+        self.variate_encoder = build_encoder(pre_norm_layer, c.e_layers, c.d_model,
+                                             c.attention_config(c.variate_attention))
         self.cross_variate_gate = Gate(c.d_model)
         self.projection = nn.Linear(c.d_model, c.pred_len)
         self.dropout = nn.Dropout(c.dropout)

@@ -51,11 +51,7 @@ class ITransformer(ForecastModel):
         self.embedding = InvertedEmbedding(c.seq_len, c.d_model, c.dropout)
         self.encoder = build_encoder(
             lambda attention: EncoderLayer(attention, c.d_model, c.d_ff, c.dropout, c.activation),
-            c.e_layers,
-            c.d_model,
-            c.attention_config(c.attention),
-            final_norm=nn.LayerNorm(c.d_model),
-        )
+            c.e_layers, c.d_model, c.attention_config(c.attention), final_norm=nn.LayerNorm(c.d_model))
         self.projection = nn.Linear(c.d_model, c.pred_len)
         self.covariate_embedding = covariate_embedding(c)  # None without future/static covariates
 

@@ -65,14 +65,9 @@ class EncoderLayer(nn.Module):
         """[B, T, D] -> [B, T, D], token-wise."""
         return self.dropout(self.feed_forward_out(self.dropout(self.activation(self.feed_forward_in(x)))))
 
-    def forward(
-        self,
-        x: Tensor,
-        key_padding_mask: Tensor | None = None,
-        is_causal: bool = False,
-        head_metrics: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, AttentionRecord | None]:
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False,
+                head_metrics: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, AttentionRecord | None]:
         """x [B, T, D] -> (x [B, T, D], the attention's record, or None unless ``need_weights``)."""
         if self.norm_first:
             attended, record = self.attention(self.norm1(x), key_padding_mask, is_causal, head_metrics, need_weights)
@@ -109,13 +104,8 @@ class Encoder(nn.Module):
         self.final_norm = final_norm
         self.shared_metric_generator = shared_metric_generator
 
-    def forward(
-        self,
-        x: Tensor,
-        key_padding_mask: Tensor | None = None,
-        is_causal: bool = False,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, list[AttentionRecord]]:
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, is_causal: bool = False,
+                need_weights: bool = False) -> tuple[Tensor, list[AttentionRecord]]:
         """x [B, T, D] -> (x [B, T, D], one AttentionRecord per layer if ``need_weights`` else [])."""
         head_metrics = None
         generator = self.shared_metric_generator
