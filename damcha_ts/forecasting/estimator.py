@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from damcha_ts.data import prepare
 from damcha_ts.data.layout import describe_input, input_columns
 from damcha_ts.data.options import PROTOCOL_KEYS, ReadOptions
 from damcha_ts.errors import ConfigError, plain_repr
@@ -248,8 +249,6 @@ def window_panel(meta, rows):
     """The Panel of the raw ``rows`` a cross-validation window trains on, prepared as the model
     of ``meta`` was (its columns, target last, frequency, time marks, scaler, value policies), with
     no test split."""
-    from damcha_ts.data import prepare
-
     saved = meta.data_config or {}
     options = {**{key: saved[key] for key in ("val_size", *ReadOptions.ALWAYS) if saved.get(key) is not None},
                **model_data_options(meta)}

@@ -14,9 +14,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.tseries.frequencies import to_offset
 
-from damcha_ts.data import prepare
+from damcha_ts.data import frame_info, load_frame, prepare
 from damcha_ts.data.layout import INPUT_OPTIONS, READ_OPTIONS, describe_input
+from damcha_ts.data.options import PROTOCOL_KEYS, READ_KEYS
+from damcha_ts.data.registry import is_benchmark_name
+from damcha_ts.data.table_shape import TIME_COLUMN_NAMES
 from damcha_ts.errors import ConfigError, DataError, plain_repr
 
 
@@ -36,8 +40,6 @@ def future_values(meta, future: Any, timestamps: pd.DatetimeIndex) -> np.ndarray
     ``predict(future=frame)``: a wide frame indexed by those timestamps (or with a time column), one
     column per future covariate. None when the model has none and none is given; a DataError naming
     what is wrong otherwise (missing frame, columns, rows or timestamps, values)."""
-    from damcha_ts.data.table_shape import TIME_COLUMN_NAMES
-
     names = list(getattr(meta, "future_covariates", []))
     if future is None:
         if names:
@@ -91,8 +93,6 @@ def future_values(meta, future: Any, timestamps: pd.DatetimeIndex) -> np.ndarray
 
 def load_history(meta, data: Any, data_options: Mapping[str, Any]) -> tuple[str, dict, pd.DataFrame]:
     """(kind, input options, frame): ``data`` read as the fit input was, checked to have the fitted columns."""
-    from damcha_ts.data import load_frame
-
     fitted = list(meta.input_options.get("input_columns") or meta.columns)
     options = stamps_from_index(data, {k: v for k, v in meta.input_options.items() if k in INPUT_OPTIONS})
     check_data_options("predict/backtest", data_options, with_protocol=False)
@@ -122,8 +122,6 @@ def prepare_options(configured: Mapping[str, Any], freq: str | None, data: Any, 
     """The ``prepare`` options of ``fit``/``evaluate`` data: the configured data settings
     (``configured``: from a run config or a saved model, never from an earlier fit), the
     constructor's ``freq``, then the caller's ``data_options``."""
-    from damcha_ts.data.registry import is_benchmark_name
-
     benchmark = isinstance(data, str) and is_benchmark_name(data)
     options = {k: v for k, v in configured.items() if k not in ("dataset", "seq_len", "pred_len")}
     if str(data) != str(configured.get("dataset")):
@@ -176,8 +174,6 @@ def model_data_options(meta) -> dict:
 def saved_read_options(meta, data: Any) -> dict:
     """How the fit input's file or frame was laid out (time_col, date_format, ...), for reading
     ``data`` the same way; nothing for arrays and benchmark names."""
-    from damcha_ts.data.registry import is_benchmark_name
-
     if isinstance(data, np.ndarray) or (isinstance(data, str) and is_benchmark_name(data) and not Path(data).is_file()):
         return {}
     return stamps_from_index(data, {k: v for k, v in meta.input_options.items() if k in READ_OPTIONS})
@@ -187,8 +183,6 @@ def check_data_options(method: str, given: Mapping[str, Any], *, with_protocol: 
     """Data options are keywords of ``load_frame`` (how to read the data), plus, where a split is
     prepared, of ``prepare`` (features, target, split...); anything else is a typo or a model
     setting (lookback and horizon belong to the constructor)."""
-    from damcha_ts.data.options import PROTOCOL_KEYS, READ_KEYS
-
     allowed = set(READ_KEYS) | (set(PROTOCOL_KEYS) - {"seq_len", "pred_len"} if with_protocol else set())
     unknown = sorted(set(given) - allowed)
     if unknown:
@@ -210,10 +204,6 @@ def stamps_from_index(data: Any, saved: dict) -> dict:
 def check_same_freq(frame: pd.DataFrame, fitted_freq: str) -> None:
     """New history must step as the fitted data did: the forecast's timestamps and time features
     follow the fitted frequency."""
-    from pandas.tseries.frequencies import to_offset
-
-    from damcha_ts.data import frame_info
-
     given = frame_info(frame).get("freq")
     if given is not None and to_offset(given) != to_offset(fitted_freq):
         raise DataError(f"the history's timestamps step by {given!r}; the model was fitted on data at {fitted_freq!r}")

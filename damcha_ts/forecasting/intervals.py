@@ -61,6 +61,7 @@ of 1000 units share one set of scores; an entity's interval multiplies them back
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -69,6 +70,7 @@ from typing import Any
 
 import numpy as np
 
+from damcha_ts.data.protocol import scored_slice
 from damcha_ts.errors import ConfigError, DataError, plain_repr
 
 # Calibration windows kept at most, and the most scores (windows x steps x variates x score kinds).
@@ -270,8 +272,6 @@ class Calibration:
 def score_unit(predictor) -> np.ndarray | float:
     """What one unit of a calibration score is in the forecast's units: 1 for a single series; an
     entity's scaler scale of each output column for a many-entity model (module docstring)."""
-    from damcha_ts.data.protocol import scored_slice
-
     meta = predictor.meta
     if getattr(meta, "entity_col", None) is None:
         return 1.0
@@ -361,8 +361,6 @@ def forecast_intervals(predictor, point: np.ndarray, quantile_values: np.ndarray
 
 def with_intervals(predictor, forecast, levels: Sequence[float]):
     """A :class:`~damcha_ts.forecasting.Forecast` with its ``intervals`` (none when no levels)."""
-    import dataclasses
-
     if not levels:
         return forecast
     bounds = forecast_intervals(predictor, forecast.point, forecast.levels, levels)

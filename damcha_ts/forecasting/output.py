@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from damcha_ts.forecasting.intervals import interval_column_name, level_name
 from damcha_ts.forecasting.predictor import Forecast
 
 
@@ -24,7 +25,6 @@ def format_forecast(forecast: Forecast, kind: str, input_options: Mapping[str, A
     ``input_options`` name the long layout's columns (``id_col``, ``time_col``, ``value_col``,
     ``order``) and the wide frame's index (``time_col``).
     """
-    from damcha_ts.forecasting.intervals import interval_column_name, level_name
     from damcha_ts.models.quantiles import quantile_column_name, quantile_columns
 
     columns, future = forecast.columns, forecast.timestamps

@@ -10,6 +10,7 @@ from damcha_ts.data.entities import errors_of
 from damcha_ts.errors import ConfigError
 from damcha_ts.forecasting.entities import predict_inputs, with_typed_ids
 from damcha_ts.forecasting.history import future_values, history_from
+from damcha_ts.forecasting.intervals import check_levels, require_calibration, with_intervals
 from damcha_ts.forecasting.output import format_forecast
 
 
@@ -21,8 +22,6 @@ def predict(predictor, data: Any = None, *, future: Any = None, level: Any = Non
     (percentages, e.g. ``[80, 95]``) adds the calibrated intervals (:mod:`damcha_ts.forecasting.intervals`).
     Every entity of the model is forecast the same way, through its own predictor, or ``entities``
     (:func:`damcha_ts.forecasting.entities.predict_inputs`); :func:`framed` writes them out."""
-    from damcha_ts.forecasting.intervals import check_levels, require_calibration, with_intervals
-
     levels = check_levels(level)
     require_calibration(predictor, levels)
     if data is None and data_options:

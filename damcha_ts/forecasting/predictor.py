@@ -22,8 +22,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from damcha_ts.data import time_features
+from damcha_ts.data.entities import typed_ids
 from damcha_ts.data.protocol import scored_slice
 from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.forecasting.intervals import Calibration, require_calibration
+from damcha_ts.forecasting.window_scores import interval_scores
 
 
 @dataclass
@@ -81,8 +85,6 @@ class Predictor:
     @classmethod
     def from_saved(cls, loaded) -> Predictor:
         """The Predictor of a :class:`~damcha_ts.training.artifacts.LoadedModel`."""
-        from damcha_ts.forecasting.intervals import Calibration
-
         saved = getattr(loaded, "calibration", None)
         calibration = None if saved is None else Calibration.from_saved(saved)
         return cls(loaded.model, loaded.meta, history=saved_history(loaded), calibration=calibration)
@@ -141,7 +143,6 @@ class Predictor:
         """
         import torch
 
-        from damcha_ts.data import time_features
         from damcha_ts.models.quantiles import median_index
 
         meta = self.meta
@@ -249,8 +250,6 @@ class Predictor:
         scored too, on the raw scale through this predictor (its saved scaler):
         ``coverage_80``, ``width_80``, and for a quantile model ``coverage_80_uncalibrated``,
         ``pinball_loss`` and ``wql`` (see :func:`damcha_ts.forecasting.window_scores.interval_scores`)."""
-        from damcha_ts.forecasting.intervals import require_calibration
-        from damcha_ts.forecasting.window_scores import interval_scores
         from damcha_ts.training.evaluation import evaluate_loader, scored_scaler, split_loader, summary
 
         require_calibration(self, levels)  # before any forecast
@@ -275,8 +274,6 @@ def pooled_scores(panel, per_entity: dict[str, dict], split: str, id_dtype: str 
     entity and of all of them pooled: each metric the window-weighted mean of the entities' (exactly
     the mean over every window of every entity, since each entity's is the mean over its windows and
     cells); ``wql``, a ratio, stays per entity. Ids come back in ``id_dtype`` (the fit data's)."""
-    from damcha_ts.data.entities import typed_ids
-
     if panel.entity_col is None:
         return next(iter(per_entity.values()))
     windows = np.array([scores["windows"] for scores in per_entity.values()], dtype=np.float64)
