@@ -35,16 +35,8 @@ def cutoffs(n_rows: int, n_windows: int, step: int, lookback: int, horizon: int)
     return positions
 
 
-def backtest(
-    predictor,
-    values: np.ndarray,
-    timestamps: pd.DatetimeIndex,
-    *,
-    n_windows: int = 5,
-    step: int | None = None,
-    input_options: Mapping[str, Any] | None = None,
-    level: Any = None,
-) -> pd.DataFrame:
+def backtest(predictor, values: np.ndarray, timestamps: pd.DatetimeIndex, *, n_windows: int = 5, step: int | None = None,
+             input_options: Mapping[str, Any] | None = None, level: Any = None) -> pd.DataFrame:
     """Forecasts from ``n_windows`` cutoffs ``step`` rows apart over raw ``values`` [T, K] (the
     predictor's ``meta.history_columns``: model columns, then covariates) and their ``timestamps``,
     as a long frame; future covariates over each horizon are read from the rows after its cutoff.
@@ -83,13 +75,8 @@ def window_forecasts(predictor, values: np.ndarray, timestamps: pd.DatetimeIndex
         future = timestamps[cutoff + 1 : cutoff + 1 + horizon]
         truth = values[cutoff + 1 : cutoff + 1 + horizon][:, truth_columns]
         for j, column in enumerate(columns):
-            piece = {
-                id_col: column,
-                time_col: future,
-                "cutoff": timestamps[cutoff],
-                value_col: truth[:, j],
-                "forecast": forecasts[k, :, j],
-            }
+            piece = {id_col: column, time_col: future, "cutoff": timestamps[cutoff], value_col: truth[:, j],
+                     "forecast": forecasts[k, :, j]}
             if levels is not None:
                 for q, level in enumerate(predictor.quantiles):
                     piece[quantile_column_name("forecast", level)] = levels[k, q, :, j]

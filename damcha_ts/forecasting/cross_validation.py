@@ -47,18 +47,9 @@ def refit_every(refit: bool | int) -> int:
     return positive_int(refit, "refit", "False, True or a number of windows k >= 1 (retrain every k windows)")
 
 
-def cross_validation(
-    predictor,
-    values: np.ndarray,
-    timestamps: pd.DatetimeIndex,
-    *,
-    n_windows: int = 3,
-    step: int | None = None,
-    refit: bool | int = False,
-    train: TrainFunction | None = None,
-    input_options: Mapping[str, Any] | None = None,
-    level: Any = None,
-) -> pd.DataFrame:
+def cross_validation(predictor, values: np.ndarray, timestamps: pd.DatetimeIndex, *, n_windows: int = 3,
+                     step: int | None = None, refit: bool | int = False, train: TrainFunction | None = None,
+                     input_options: Mapping[str, Any] | None = None, level: Any = None) -> pd.DataFrame:
     """Forecasts from ``n_windows`` cutoffs ``step`` rows apart (default: the horizon; the last
     window ends at the last row of ``values``), as a long frame (see :func:`backtest`).
 
