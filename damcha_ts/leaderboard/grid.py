@@ -173,16 +173,9 @@ class LeaderboardGrid:
                 for horizon in self.horizons:
                     for model in models:
                         if rank < len(seed_lists[model.label]):
-                            cells.append(
-                                Cell(
-                                    dataset,
-                                    model.label,
-                                    horizon,
-                                    seed_lists[model.label][rank],
-                                    config_path=self.config_path(model, dataset),
-                                    overrides=(f"model.name={model.name}", *model.overrides, *self.overrides),
-                                )
-                            )
+                            overrides = (f"model.name={model.name}", *model.overrides, *self.overrides)
+                            cells.append(Cell(dataset, model.label, horizon, seed_lists[model.label][rank],
+                                              config_path=self.config_path(model, dataset), overrides=overrides))
         return cells
 
     def command(self, dataset: str | None = None) -> str:

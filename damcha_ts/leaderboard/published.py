@@ -53,10 +53,5 @@ class PublishedResults:
 def load_published(path: str | Path = PUBLISHED_FILE) -> PublishedResults:
     """Read the published-numbers file (cached; the file ships with the package)."""
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    return PublishedResults(
-        about=raw["about"],
-        horizons=tuple(int(h) for h in raw["horizons"]),
-        sources=dict(raw["sources"]),
-        notes=tuple(raw["notes"]),
-        results=raw["results"],
-    )
+    return PublishedResults(about=raw["about"], horizons=tuple(int(h) for h in raw["horizons"]),
+                            sources=dict(raw["sources"]), notes=tuple(raw["notes"]), results=raw["results"])

@@ -19,24 +19,9 @@ from damcha_ts.files import locked_folder, write_atomically
 from damcha_ts.leaderboard.paths import inside, safe_name
 
 # The issue fixes the first six columns; the rest say how the number was produced.
-RESULT_COLUMNS = (
-    "dataset",
-    "model",
-    "horizon",
-    "seed",
-    "mse",
-    "mae",
-    "config_hash",
-    "epochs_run",
-    "best_epoch",
-    "n_params",
-    "seconds_per_epoch",
-    "wall_seconds",
-    "versions",
-    "hardware",
-    "grid",
-    "timestamp",
-)
+RESULT_COLUMNS = ("dataset", "model", "horizon", "seed", "mse", "mae",
+                  "config_hash", "epochs_run", "best_epoch", "n_params", "seconds_per_epoch", "wall_seconds",
+                  "versions", "hardware", "grid", "timestamp")
 INT_COLUMNS = ("horizon", "seed", "epochs_run", "best_epoch", "n_params")
 FLOAT_COLUMNS = ("mse", "mae", "seconds_per_epoch", "wall_seconds")
 
