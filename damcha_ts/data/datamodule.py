@@ -45,13 +45,8 @@ class ForecastDataModule(L.LightningDataModule):
             order = RandomSampler(dataset, generator=generator)
         else:
             order = SequentialSampler(dataset)
-        return DataLoader(
-            dataset,
-            batch_sampler=BatchSampler(order, self.batch_size, drop_last=drop_last),
-            collate_fn=keep_batch,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
+        return DataLoader(dataset, batch_sampler=BatchSampler(order, self.batch_size, drop_last=drop_last),
+                          collate_fn=keep_batch, num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", True, len(self.datasets["train"]) >= self.batch_size)

@@ -307,14 +307,10 @@ def _write_outputs(out_dir: Path, run: RunConfig, fit: FitResult, series, result
         _write_table(out_dir / "metrics_per_step.csv", tables[0])
         _write_table(out_dir / "metrics_per_variate.csv", tables[1])
     meta = _series_meta(series, run.data.to_dict())
-    save_model_dir(
-        out_dir / MODEL_DIR,
-        fit.module.model,  # a quantile model too: save_model_dir stores its point model, load wraps it
-        meta,
-        training=run.training.to_dict(),
-        **history_arguments(series.history, meta),
-        metrics={k: v for k, v in result.items() if isinstance(v, (int, float, str))},
-    )
+    # A quantile model too: save_model_dir stores its point model, load wraps it.
+    save_model_dir(out_dir / MODEL_DIR, fit.module.model, meta, training=run.training.to_dict(),
+                   **history_arguments(series.history, meta),
+                   metrics={k: v for k, v in result.items() if isinstance(v, (int, float, str))})
     write_atomically(out_dir / "metrics.json", json.dumps(result, indent=2) + "\n")
 
 

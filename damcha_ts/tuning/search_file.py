@@ -172,22 +172,13 @@ def parse_search_spec(raw: Mapping, *, source: str = "search", default_name: str
     trainer = _parse_trainer(source, raw)
     heartbeat, grace = _heartbeat_and_grace(source, storage)
     return SearchSpec(
-        source=source,
-        params=params,
-        study_name=str(raw.get("study_name") or default_name),
+        source=source, params=params, study_name=str(raw.get("study_name") or default_name),
         sampler_seed=_number(f"{source}: sampler.seed", sampler.get("seed", 0), integer=True, at_least=0),
-        n_startup_trials=_number(
-            f"{source}: sampler.n_startup_trials", sampler.get("n_startup_trials", 10), integer=True,
-            at_least=0,
-        ),
-        pruner_type=pruner_type,
-        pruner_arguments=pruner_arguments,
-        heartbeat_interval=heartbeat,
-        grace_period=grace,
-        max_retry=_number(f"{source}: storage.max_retry", storage.get("max_retry", 2), integer=True,
-                          at_least=0),
-        trainer_kwargs=dict(trainer),
-        points=_parse_points(source, raw.get("points"), params),
+        n_startup_trials=_number(f"{source}: sampler.n_startup_trials", sampler.get("n_startup_trials", 10),
+                                 integer=True, at_least=0),
+        pruner_type=pruner_type, pruner_arguments=pruner_arguments, heartbeat_interval=heartbeat, grace_period=grace,
+        max_retry=_number(f"{source}: storage.max_retry", storage.get("max_retry", 2), integer=True, at_least=0),
+        trainer_kwargs=dict(trainer), points=_parse_points(source, raw.get("points"), params),
         raw=copy.deepcopy(dict(raw)),
     )
 

@@ -104,12 +104,9 @@ def run_worker(spec: Mapping[str, Any], index: int) -> dict:
 
     search = parse_search_spec(spec["search"], source=spec["search_source"])
     storage = open_study_storage(spec["storage"], search)
-    study = optuna.load_study(
-        study_name=spec["study_name"],
-        storage=storage,
-        sampler=search.make_sampler(worker_seed(search.sampler_seed, spec["launch_token"], index)),
-        pruner=search.make_pruner(),
-    )
+    sampler = search.make_sampler(worker_seed(search.sampler_seed, spec["launch_token"], index))
+    study = optuna.load_study(study_name=spec["study_name"], storage=storage, sampler=sampler,
+                              pruner=search.make_pruner())
     base = BaseConfig(spec["config"]["source"], spec["config"]["horizon"], tuple(spec["config"]["overrides"]))
     objective = TrialObjective(base, search, spec["out_dir"], trainer_kwargs=spec.get("trainer_kwargs"),
                                launch_token=spec["launch_token"])
@@ -156,19 +153,11 @@ def evaluate_config(
             record = {}
         if record.get("key") == json.loads(json.dumps(key, default=str)):
             return record["metrics"]
-    result = run_experiment(
-        run, out_dir, evaluate_test=True, trainer_kwargs=one_device_per_run(resolved, trainer_kwargs or {}),
-        progress=progress,
-    )
-    metrics = {
-        "val_mse": result["best_val_loss"],
-        **{
-            k: result[k]
-            for k in ("mse", "mae", "mse_inverse", "mae_inverse", "epochs_run", "best_epoch", "n_params")
-        },
-        "config_hash": result["config_hash"],
-        "out_dir": str(out_dir),
-    }
+    result = run_experiment(run, out_dir, evaluate_test=True, progress=progress,
+                            trainer_kwargs=one_device_per_run(resolved, trainer_kwargs or {}))
+    scores = ("mse", "mae", "mse_inverse", "mae_inverse", "epochs_run", "best_epoch", "n_params")
+    metrics = {"val_mse": result["best_val_loss"], **{k: result[k] for k in scores},
+               "config_hash": result["config_hash"], "out_dir": str(out_dir)}
     write_atomically(record_path, json.dumps({"key": key, "metrics": metrics}, indent=2, default=str))
     return metrics
 
