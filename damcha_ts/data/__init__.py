@@ -14,31 +14,6 @@ from __future__ import annotations
 
 from damcha_ts.lazy import lazy_attributes
 
-__all__ = [
-    "DATASETS",
-    "DataWarning",
-    "DatasetSpec",
-    "ForecastDataModule",
-    "Panel",
-    "SeriesData",
-    "StandardScaler",
-    "WindowDataset",
-    "cache_dir",
-    "checksum_status",
-    "describe",
-    "download_dataset",
-    "file_sha256",
-    "frame_info",
-    "get_spec",
-    "load_frame",
-    "locate_dataset",
-    "prepare",
-    "prepare_series",
-    "split_borders",
-    "time_features",
-    "verify_file",
-]
-
 _LAZY = {
     **dict.fromkeys(("frame_info", "load_frame"), "damcha_ts.data.frames"),
     **dict.fromkeys(("SeriesData", "StandardScaler", "prepare_series", "split_borders", "time_features"),
@@ -50,6 +25,8 @@ _LAZY = {
     "WindowDataset": "damcha_ts.data.windows",
     "ForecastDataModule": "damcha_ts.data.datamodule",
 }
+
+__all__ = sorted(_LAZY)
 
 # Each module loads when one of its names is first asked for.
 __getattr__ = lazy_attributes("damcha_ts.data", _LAZY)

@@ -14,11 +14,6 @@ from damcha_ts.gluonts.pruning import train_with_pruning
 from damcha_ts.gluonts.transform import AddTimeMarks, RequireMultivariateTarget
 
 __all__ = [
-    "AddTimeMarks",
-    "DAMCHAEstimator",
-    "DAMCHALightningModule",
-    "RequireMultivariateTarget",
-    "predictor_from_forecaster",
-    "target_statistics",
-    "train_with_pruning",
+    "AddTimeMarks", "DAMCHAEstimator", "DAMCHALightningModule", "RequireMultivariateTarget",
+    "predictor_from_forecaster", "target_statistics", "train_with_pruning"
 ]

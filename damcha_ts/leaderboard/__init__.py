@@ -23,18 +23,7 @@ from damcha_ts.leaderboard.results import RESULT_COLUMNS, append_result, read_re
 from damcha_ts.leaderboard.runner import LeaderboardRun, expected_cells, run_leaderboard
 
 __all__ = [
-    "RESULT_COLUMNS",
-    "Cell",
-    "ExpectedCell",
-    "LeaderboardGrid",
-    "LeaderboardRun",
-    "PublishedResults",
-    "append_result",
-    "build_report",
-    "expected_cells",
-    "load_grid",
-    "load_published",
-    "read_results",
-    "run_leaderboard",
-    "write_report",
+    "RESULT_COLUMNS", "Cell", "ExpectedCell", "LeaderboardGrid", "LeaderboardRun", "PublishedResults",
+    "append_result", "build_report", "expected_cells", "load_grid", "load_published", "read_results",
+    "run_leaderboard", "write_report"
 ]

@@ -19,25 +19,8 @@ from damcha_ts.models.metric_generator import MetricGenerator, StaticMetric, mea
 from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES, build_model, make_config
 
 __all__ = [
-    "MODEL_NAMES",
-    "VARIANT_NAMES",
-    "AttentionConfig",
-    "AttentionRecord",
-    "DamchaAttention",
-    "DamchaOptions",
-    "ForecastModel",
-    "Gateformer",
-    "GateformerConfig",
-    "ITransformer",
-    "ITransformerConfig",
-    "MetricGenerator",
-    "MultiHeadAttention",
-    "StaticMetric",
-    "build_attention",
-    "build_model",
-    "count_parameters",
-    "damcha_attention",
-    "make_config",
-    "mean_context",
-    "select_backend",
+    "MODEL_NAMES", "VARIANT_NAMES", "AttentionConfig", "AttentionRecord", "DamchaAttention", "DamchaOptions",
+    "ForecastModel", "Gateformer", "GateformerConfig", "ITransformer", "ITransformerConfig", "MetricGenerator",
+    "MultiHeadAttention", "StaticMetric", "build_attention", "build_model", "count_parameters",
+    "damcha_attention", "make_config", "mean_context", "select_backend"
 ]

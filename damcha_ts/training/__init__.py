@@ -23,19 +23,9 @@ from damcha_ts.training.config import (
 )
 
 __all__ = [
-    "CONFIG_ROOT",
-    "LR_SCHEDULES",
-    "ForecastModule",
-    "RunConfig",
-    "TrainingConfig",
-    "available_configs",
-    "build_trainer",
-    "config_hash",
-    "find_config",
-    "fit_series",
-    "load_run_config",
-    "official_config_name",
-    "run_experiment",
+    "CONFIG_ROOT", "LR_SCHEDULES", "ForecastModule", "RunConfig", "TrainingConfig", "available_configs",
+    "build_trainer", "config_hash", "find_config", "fit_series", "load_run_config", "official_config_name",
+    "run_experiment"
 ]
 
 _LAZY = {

@@ -22,13 +22,6 @@ from damcha_ts.tuning.study import run_study, run_worker
 from damcha_ts.workqueue.storage import open_storage, resolve_storage_url
 
 __all__ = [
-    "ParamSpec",
-    "SearchSpec",
-    "StudyResult",
-    "load_search_spec",
-    "open_storage",
-    "parse_search_spec",
-    "resolve_storage_url",
-    "run_study",
-    "run_worker",
+    "ParamSpec", "SearchSpec", "StudyResult", "load_search_spec", "open_storage", "parse_search_spec",
+    "resolve_storage_url", "run_study", "run_worker"
 ]
