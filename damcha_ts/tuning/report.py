@@ -170,16 +170,9 @@ def write_report(
     trials = study.get_trials(deepcopy=False)
     importances, why_not = param_importances(study)
     _draw_plots(trials, result.best_trial, importances, why_not, out_dir)
-    lines = [
-        *_overview_lines(study, search, result, command),
-        *_best_trial_lines(result),
-        *_comparison_lines(result),
-        *_plot_lines(),
-        *_importance_lines(importances, why_not),
-        *_top_trial_lines(trials),
-        *_unfinished_trial_lines(trials),
-        *_space_lines(search),
-    ]
+    lines = [*_overview_lines(study, search, result, command), *_best_trial_lines(result), *_comparison_lines(result),
+             *_plot_lines(), *_importance_lines(importances, why_not), *_top_trial_lines(trials),
+             *_unfinished_trial_lines(trials), *_space_lines(search)]
     path = out_dir / REPORT_FILE
     write_atomically(path, "\n".join(lines))
     return path
@@ -245,12 +238,8 @@ def _comparison_lines(result: StudyResult) -> list[str]:
     """The best config and the base config, each trained once more and tested once (when they were)."""
     if not (result.tuned or result.default):
         return []
-    lines = [
-        "## Tuned vs default config (each trained once more, then tested once)",
-        "",
-        "| config | val MSE | test MSE | test MAE | epochs run | parameters |",
-        "|---|---|---|---|---|---|",
-    ]
+    lines = ["## Tuned vs default config (each trained once more, then tested once)", "",
+             "| config | val MSE | test MSE | test MAE | epochs run | parameters |", "|---|---|---|---|---|---|"]
     for label, metrics in (("tuned (best trial)", result.tuned), ("default (base config)", result.default)):
         if metrics:
             lines.append(
@@ -261,16 +250,8 @@ def _comparison_lines(result: StudyResult) -> list[str]:
 
 
 def _plot_lines() -> list[str]:
-    return [
-        "## Plots",
-        "",
-        f"![optimisation history]({HISTORY_PNG})",
-        "",
-        f"![intermediate values]({INTERMEDIATE_PNG})",
-        "",
-        f"![parameter importances]({IMPORTANCES_PNG})",
-        "",
-    ]
+    return ["## Plots", "", f"![optimisation history]({HISTORY_PNG})", "",
+            f"![intermediate values]({INTERMEDIATE_PNG})", "", f"![parameter importances]({IMPORTANCES_PNG})", ""]
 
 
 def _importance_lines(importances: dict[str, float], why_not: str | None) -> list[str]:
