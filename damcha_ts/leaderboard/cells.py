@@ -102,23 +102,15 @@ def run_cell(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
     else:
         outcome = _run_neural(resolved, device_trainer_kwargs)
     return {
-        "dataset": cell.dataset,
-        "model": cell.model,
-        "horizon": cell.horizon,
-        "seed": cell.seed,
-        "mse": float(outcome["mse"]),
-        "mae": float(outcome["mae"]),
-        "config_hash": resolved.config_hash,
-        "epochs_run": outcome.get("epochs_run", 0),
-        "best_epoch": outcome.get("best_epoch"),
+        "dataset": cell.dataset, "model": cell.model, "horizon": cell.horizon, "seed": cell.seed,
+        "mse": float(outcome["mse"]), "mae": float(outcome["mae"]), "config_hash": resolved.config_hash,
+        "epochs_run": outcome.get("epochs_run", 0), "best_epoch": outcome.get("best_epoch"),
         "n_params": outcome.get("n_params", 0),
         # A run resumed after its last epoch trains no epoch in this process and has no timing.
         "seconds_per_epoch": float(outcome.get("seconds_per_epoch", math.nan)),
         # The run's own wall time (a finished run found in its folder keeps the time it took).
         "wall_seconds": float(outcome.get("wall_seconds", time.perf_counter() - started)),
-        "versions": outcome["versions"],
-        "hardware": outcome["hardware"],
-        "grid": resolved.grid_name,
+        "versions": outcome["versions"], "hardware": outcome["hardware"], "grid": resolved.grid_name,
         "timestamp": outcome["timestamp"],
     }
 

@@ -58,19 +58,12 @@ def build_trainer(
     all_callbacks = _protocol_callbacks(training, out_dir, [*callbacks, *extra_callbacks],
                                         validate=validate, progress=progress)
     settings = {
-        "max_epochs": training.max_epochs,
-        "accelerator": training.accelerator,
-        "devices": training.devices,
-        "strategy": training.strategy,
-        "num_nodes": training.num_nodes,
-        "precision": resolve_precision(training, accelerator),
-        "deterministic": training.deterministic,
-        "gradient_clip_val": training.gradient_clip_val,
-        "default_root_dir": str(out_dir),
+        "max_epochs": training.max_epochs, "accelerator": training.accelerator, "devices": training.devices,
+        "strategy": training.strategy, "num_nodes": training.num_nodes,
+        "precision": resolve_precision(training, accelerator), "deterministic": training.deterministic,
+        "gradient_clip_val": training.gradient_clip_val, "default_root_dir": str(out_dir),
         "logger": CSVLogger(str(out_dir), name=LOG_DIR, version=""),
-        "enable_progress_bar": progress,
-        "enable_model_summary": progress,
-        "callbacks": all_callbacks,
+        "enable_progress_bar": progress, "enable_model_summary": progress, "callbacks": all_callbacks,
         "plugins": _with_atomic_checkpoints(kwargs.pop("plugins", None)),
     }
     settings.update(kwargs)
