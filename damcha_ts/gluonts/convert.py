@@ -37,12 +37,8 @@ def predictor_from_forecaster(forecaster, batch_size: int = TrainingConfig.batch
     hyperparameters = {key: value for key, value in predictor.model.config.__dict__.items()
                        if key not in ("seq_len", "pred_len")}
     estimator = DAMCHAEstimator(
-        prediction_length=predictor.horizon,
-        context_length=predictor.lookback,
-        model=predictor.model.name,
-        hyperparameters=hyperparameters,
-        quantiles=predictor.quantiles,
-        batch_size=batch_size,
+        prediction_length=predictor.horizon, context_length=predictor.lookback, model=predictor.model.name,
+        hyperparameters=hyperparameters, quantiles=predictor.quantiles, batch_size=batch_size,
         # The Predictor's marks: the data's own frequency unless a convention ("h") was recorded.
         time_features_freq=meta.time_features_freq or meta.freq,
     )

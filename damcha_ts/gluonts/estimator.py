@@ -126,18 +126,14 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         check_arguments(model, {"prediction_length": prediction_length, "context_length": context_length,
                                 "batch_size": batch_size, "num_batches_per_epoch": num_batches_per_epoch},
                         lr, weight_decay, time_features_freq, self.covariate_counts)
-        self.prediction_length = prediction_length
-        self.context_length = context_length
+        self.prediction_length, self.context_length = prediction_length, context_length
         self.model_config = model_config(model, hyperparameters, self.covariate_counts, context_length,
                                          prediction_length)
         # Bad hyperparameters fail here, naming the key, rather than when training starts.
         self.uses_time_marks = bool(getattr(make_config(self.model_config), "use_time_marks", False))
         self.quantiles = None if quantiles is None else list(validate_quantiles(quantiles))
-        self.lr = lr
-        self.weight_decay = weight_decay
-        self.batch_size = batch_size
-        self.num_batches_per_epoch = num_batches_per_epoch
-        self.time_features_freq = time_features_freq
+        self.lr, self.weight_decay, self.batch_size = lr, weight_decay, batch_size
+        self.num_batches_per_epoch, self.time_features_freq = num_batches_per_epoch, time_features_freq
         self.standardize = standardize
         # (mean, scale) fitted by train_model; the module is built after it, from these values.
         self._target_statistics: tuple[list[float], list[float]] | None = None
@@ -239,22 +235,17 @@ class DAMCHAEstimator(PyTorchLightningEstimator):
         sampler = {
             # One window per series per pass on average, at a uniformly random position with a full
             # context (as the protocol's windows; a zero-padded context would teach the model padding).
-            "training": ExpectedNumInstanceSampler(
-                num_instances=1.0, min_past=self.context_length, min_future=self.prediction_length
-            ),
+            "training": ExpectedNumInstanceSampler(num_instances=1.0, min_past=self.context_length,
+                                                   min_future=self.prediction_length),
             # The last window of each validation series.
             "validation": ValidationSplitSampler(min_future=self.prediction_length),
             # The window that ends where the series ends: forecast what comes next.
             "test": TestSplitSampler(),
         }[mode]
         splitter = InstanceSplitter(
-            target_field=FieldName.TARGET,
-            is_pad_field=FieldName.IS_PAD,
-            start_field=FieldName.START,
-            forecast_start_field=FieldName.FORECAST_START,
-            instance_sampler=sampler,
-            past_length=self.context_length,
-            future_length=self.prediction_length,
+            target_field=FieldName.TARGET, is_pad_field=FieldName.IS_PAD, start_field=FieldName.START,
+            forecast_start_field=FieldName.FORECAST_START, instance_sampler=sampler,
+            past_length=self.context_length, future_length=self.prediction_length,
             time_series_fields=[FieldName.OBSERVED_VALUES] + ([TIME_MARKS] if self.uses_time_marks else [])
             + [KNOWN_COVARIATES if f == FieldName.FEAT_DYNAMIC_REAL else f
                for f in self._covariate_fields() if f != FieldName.FEAT_STATIC_REAL],
