@@ -120,26 +120,16 @@ def _report_grids(grids: list, rows, results: Path) -> list:
 
 
 def _merge(summaries: list, grids: list, results: Path) -> dict:
-    merged = {
-        "grids": [grid.relative_path for grid in grids],
-        "results": str(results),
-        "storage": summaries[0].storage if summaries else None,
-        "planned": 0,
-        "already_finished": 0,
-        "ran": [],
-        "failed": [],
-        "failed_before": [],
-        "running_elsewhere": [],
-        "missing_datasets": [],
-        "corrupt_datasets": [],
-        "imported": 0,
-        "exported": 0,
-        "worker_exit_codes": [],
-        "remaining": 0,
-    }
+    """The outcome of every grid's run: a LeaderboardRun's fields (``grids`` for its ``grid``),
+    counts added up and lists concatenated."""
+    from damcha_ts.leaderboard.runner import LeaderboardRun
+
+    nothing = LeaderboardRun(grid="", results=str(results), storage=summaries[0].storage if summaries else None)
+    merged = {"grids": [grid.relative_path for grid in grids], **nothing.as_dict()}
+    del merged["grid"]
     for summary in summaries:
         for key, value in summary.as_dict().items():
-            if key in merged and key not in ("grids", "results", "storage"):
+            if key not in ("grid", "results", "storage"):
                 merged[key] += value  # counts add up, lists concatenate
     return merged
 

@@ -53,16 +53,7 @@ def command_line(args: argparse.Namespace) -> str:
     """The command that reproduces this run (written into the report), with any database password
     replaced by ``***``."""
     from damcha_ts.workqueue.storage import display_url
-    parts = [
-        "damcha-ts",
-        "tune",
-        "--config",
-        args.config,
-        "--search",
-        args.search,
-        "--n-trials",
-        str(args.n_trials),
-    ]
+    parts = ["damcha-ts", "tune", "--config", args.config, "--search", args.search, "--n-trials", str(args.n_trials)]
     for flag, value in (
         ("--storage", display_url(args.storage) if args.storage else None),  # no password in reports
         ("--study-name", args.study_name),
@@ -75,9 +66,7 @@ def command_line(args: argparse.Namespace) -> str:
         parts += ["--workers", str(args.workers)]
     for override in args.overrides:
         parts += ["--set", override]
-    parts += [
-        flag for flag, on in (("--no-test", args.no_test), ("--compare-default", args.compare_default)) if on
-    ]
+    parts += [flag for flag, on in (("--no-test", args.no_test), ("--compare-default", args.compare_default)) if on]
     return shlex.join(parts)
 
 
