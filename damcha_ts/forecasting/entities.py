@@ -115,32 +115,23 @@ def with_typed_ids(frame: pd.DataFrame, meta) -> pd.DataFrame:
 
 def rolling_rows(predictor, panel=None, data: Any = None, data_options: Mapping[str, Any] | None = None):
     """(``{entity: (raw rows [T, K] of ``meta.history_columns``, timestamps [T])}``, the input's layout
-    options) that backtest and cross-validation roll over: each entity's rows of a many-entity model
-    (laid out as its fit input), or the one series' (key None) of ``data``, or without data of the
-    fitted ``panel``."""
-    if predictor.entities:
-        return entity_rows(predictor, panel, data, data_options), None
-    if data is not None:
-        _, input_options, frame = load_history(predictor.meta, data, dict(data_options or {}))
-        return {None: (frame[predictor.meta.history_columns].to_numpy(dtype=np.float64), frame.index)}, input_options
-    if panel is None:
-        raise ConfigError("backtest() needs data: this model was loaded without its training series")
-    series = panel.series[0]  # a model of one series
-    return {None: (series.history_rows(), series.timestamps)}, predictor.meta.input_options
-
-
-def entity_rows(predictor, series=None, data: Any = None, data_options: Mapping[str, Any] | None = None) -> dict:
-    """``{entity: (raw rows [T, K] of the history columns, timestamps [T])}``: of the fitted
-    ``series`` (a Panel) without ``data``, else of each entity's table in ``data``."""
+    options) that backtest and cross-validation roll over: without ``data``, every series of the
+    fitted ``panel``; else each entity's table in ``data`` of a many-entity model (laid out as its
+    fit input), or the one series of ``data``. A model of one series has the one key None."""
+    history = predictor.meta.history_columns
     if data is None:
-        if series is None:
+        if panel is None:
             raise ConfigError("backtest() needs data: this model was loaded without its training series")
-        return {e: (series.entity(e).history_rows(), series.entity(e).timestamps) for e in series.entities}
+        return {None if panel.entity_col is None else entity: (one.history_rows(), one.timestamps)
+                for entity, one in zip(panel.entities, panel.series)}, predictor.meta.input_options
+    if not predictor.entities:
+        _, input_options, frame = load_history(predictor.meta, data, dict(data_options or {}))
+        return {None: (frame[history].to_numpy(dtype=np.float64), frame.index)}, input_options
     rows = {}
     for entity, table in entity_tables(predictor.meta, data).items():
         if entity not in predictor.entities:
             raise ConfigError(f"entity {entity!r} of the data is not one of the model's {predictor.entities[:10]}")
         with entity_errors(entity):
             frame = load_history(predictor.for_entity(entity).meta, table, dict(data_options or {}))[2]
-        rows[entity] = (frame[predictor.meta.history_columns].to_numpy(dtype=np.float64), frame.index)
-    return rows
+        rows[entity] = (frame[history].to_numpy(dtype=np.float64), frame.index)
+    return rows, None
