@@ -115,16 +115,9 @@ def save_model_dir(
         section = _write_calibration(directory, calibration, meta, training.get("quantiles"))
     else:
         (directory / CALIBRATION_FILE).unlink(missing_ok=True)  # not an earlier save's calibration
-    document = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "model": model_config_dict(model),
-        "training": dict(training),
-        "data": dataclasses.asdict(meta),
-        "weights_sha256": _sha256(weights),
-        HISTORY_DIGEST: history_digest,
-        "metrics": dict(metrics or {}),
-    }
+    document = {"format": FORMAT, "format_version": FORMAT_VERSION, "model": model_config_dict(model),
+                "training": dict(training), "data": dataclasses.asdict(meta), "weights_sha256": _sha256(weights),
+                HISTORY_DIGEST: history_digest, "metrics": dict(metrics or {})}
     if calibration is not None:
         document[CALIBRATION] = section
     _seal(directory, document)

@@ -287,17 +287,9 @@ def _save_config(out_dir: Path, run: RunConfig) -> None:
 
 
 def _run_facts(run: RunConfig, fit: FitResult) -> dict[str, Any]:
-    return {
-        "model": run.model_name,
-        "dataset": str(run.data.dataset),
-        "horizon": run.data.protocol.pred_len,
-        "best_val_loss": fit.best_val_loss,
-        "epochs_run": fit.epochs_run,
-        "best_epoch": fit.best_epoch,
-        "n_params": count_parameters(fit.module.model),
-        "world_size": fit.trainer.world_size,
-        **fit.timing,
-    }
+    return {"model": run.model_name, "dataset": str(run.data.dataset), "horizon": run.data.protocol.pred_len,
+            "best_val_loss": fit.best_val_loss, "epochs_run": fit.epochs_run, "best_epoch": fit.best_epoch,
+            "n_params": count_parameters(fit.module.model), "world_size": fit.trainer.world_size, **fit.timing}
 
 
 def _write_outputs(out_dir: Path, run: RunConfig, fit: FitResult, series, result: dict, tables) -> None:

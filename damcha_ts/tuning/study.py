@@ -268,16 +268,10 @@ def _new_launch(study, setup: _StudySetup, trainer_kwargs: Mapping | None, n_tri
     launch = len(study.get_trials(deepcopy=False))
     base = setup.base
     worker_spec = {
-        "study_name": setup.name,
-        "storage": setup.url,
-        "out_dir": str(setup.out_dir),
+        "study_name": setup.name, "storage": setup.url, "out_dir": str(setup.out_dir),
         "config": {"source": base.source, "horizon": base.horizon, "overrides": list(base.overrides)},
-        "search": setup.spec.raw,
-        "search_source": setup.spec.source,
-        "trainer_kwargs": jsonable(trainer_kwargs or {}),
-        "launch": launch,
-        "launch_token": new_launch_token(),
-        "n_trials": n_trials,
+        "search": setup.spec.raw, "search_source": setup.spec.source, "trainer_kwargs": jsonable(trainer_kwargs or {}),
+        "launch": launch, "launch_token": new_launch_token(), "n_trials": n_trials,
     }
     adopted = queue_launch(study, open_study_storage(setup.url, setup.spec), worker_spec["launch_token"], n_trials)
     log(f"study {setup.name!r} in {display_url(setup.url)}: {launch} trials so far, adding {n_trials}"
