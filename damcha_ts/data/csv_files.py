@@ -42,8 +42,7 @@ def read_csv_frame(path: str | os.PathLike, *, sep: str | None = None) -> pd.Dat
         warnings.warn(
             f"{file}: read with delimiter {used!r} (detected from the header); pass sep=... "
             "(command line: --sep) to choose another",
-            DataWarning,
-            stacklevel=2,
+            DataWarning, stacklevel=2,
         )
     # pandas' chunked parser takes about 2**20 / columns rows per chunk and concatenates every
     # column once per chunk: quadratic in the columns. A wide file is parsed in one pass instead

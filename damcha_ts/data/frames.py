@@ -191,8 +191,7 @@ def _parse_times(column: pd.Series, name: str, date_format: str | None, place: P
         if len(offsets) > 1:
             warnings.warn(
                 f"{place.label}: time column {name!r} has mixed UTC offsets ({', '.join(offsets)}); converted to UTC",
-                DataWarning,
-                stacklevel=4,
+                DataWarning, stacklevel=4,
             )
             parsed = _to_datetime(column, date_format, utc=True)
     if not isinstance(parsed, pd.Series) or parsed.dtype == object:

@@ -395,11 +395,6 @@ def scored_slice(features: str) -> slice:
 
 
 __all__ = [
-    "SeriesData",
-    "StandardScaler",
-    "prepare_series",
-    "size_borders",
-    "split_borders",
-    "time_features",
-    "train_on_train_and_val",
+    "SeriesData", "StandardScaler", "prepare_series", "size_borders", "split_borders", "time_features",
+    "train_on_train_and_val"
 ]

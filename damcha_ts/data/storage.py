@@ -94,8 +94,7 @@ def verify_file(path: str | os.PathLike, spec: DatasetSpec | str) -> str:
         warnings.warn(
             f"{spec.name}: the registry has no sha256 for {spec.filename}, so {path} cannot be "
             f"verified beyond its shape (its sha256 is {actual}).",
-            DataWarning,
-            stacklevel=2,
+            DataWarning, stacklevel=2,
         )
     elif actual != spec.sha256:
         raise ChecksumError(
@@ -300,7 +299,6 @@ def _downloaded_file_problem(path: Path, spec: DatasetSpec) -> str | None:
     warnings.warn(
         f"{spec.name}: downloaded without checksum verification (the registry has no sha256; its "
         f"sha256 is {actual}).",
-        DataWarning,
-        stacklevel=3,
+        DataWarning, stacklevel=3,
     )
     return None

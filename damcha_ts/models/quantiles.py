@@ -41,15 +41,8 @@ from damcha_ts.errors import ConfigError, plain_repr
 MEDIAN_LEVEL = 0.5
 
 __all__ = [
-    "MEDIAN_LEVEL",
-    "QuantileForecastModel",
-    "median_index",
-    "pinball_loss",
-    "quantile_column_name",
-    "quantile_columns",
-    "quantile_mean",
-    "quantile_mean_weights",
-    "validate_quantiles",
+    "MEDIAN_LEVEL", "QuantileForecastModel", "median_index", "pinball_loss", "quantile_column_name",
+    "quantile_columns", "quantile_mean", "quantile_mean_weights", "validate_quantiles"
 ]
 
 

@@ -66,8 +66,7 @@ def warn_few_windows(series, batch_size: int) -> None:
             f"R - lookback - horizon + 1 = R - {series.seq_len} - {series.pred_len} + 1 windows). For more "
             "windows use a shorter lookback or horizon, more data, or a larger validation share "
             "(val_size=, or split=[0.7, 0.2, 0.1] as fractions)",
-            DataWarning,
-            stacklevel=_caller_level(),
+            DataWarning, stacklevel=_caller_level(),
         )
 
 
