@@ -56,12 +56,8 @@ def run(args: argparse.Namespace) -> int:
     result = train_run("quickstart", config, out_dir, args)
     if result is None:  # a DDP rank but 0: rank 0 speaks for the run
         return 0
-    result["published_itransformer"] = published_itransformer()
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    published = result["published_itransformer"]
-    print(
+    result["published_itransformer"] = published = published_itransformer()
+    print(json.dumps(result) if args.json else (  # --json: stdout holds the one JSON object
         f"\nDAMCHA-iTransformer on {DATASET}, horizon {HORIZON} (official iTransformer config, seed "
         f"{config.training.seed}; {result['epochs_run']} epochs, best {result['best_epoch'] + 1})\n"
         f"{'':34}{'MSE':>8}{'MAE':>8}\n"
@@ -69,5 +65,5 @@ def run(args: argparse.Namespace) -> int:
         f"{'iTransformer (published)':34}{published['mse']:8.3f}{published['mae']:8.3f}\n"
         f"\nwall time {result['wall_seconds'] / 60:.1f} min, {result['seconds_per_epoch']:.0f} s/epoch\n"
         f"forecast plot: {result['plot']}\nmodel, metrics and logs: {out_dir}/"
-    )
+    ))
     return 0

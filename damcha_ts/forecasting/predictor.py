@@ -220,13 +220,9 @@ class Predictor:
         the future covariates' values) -> the forecast of the steps after it."""
         point, levels = self.forecast(np.asarray(values, dtype=np.float64)[None], [timestamps],
                                       None if future is None else np.asarray(future, dtype=np.float64)[None])
-        return Forecast(
-            point=point[0],
-            levels=None if levels is None else levels[0],
-            timestamps=self.future_timestamps(timestamps[-1]),
-            columns=self.output_columns,
-            quantiles=self.quantiles,
-        )
+        return Forecast(point=point[0], levels=None if levels is None else levels[0],
+                        timestamps=self.future_timestamps(timestamps[-1]), columns=self.output_columns,
+                        quantiles=self.quantiles)
 
     def evaluate(self, panel, split: str, batch_size: int, levels: tuple[float, ...] = ()) -> dict[str, Any]:
         """MSE/MAE over every window of ``split`` of a prepared panel (data/panel.py), each entity's
