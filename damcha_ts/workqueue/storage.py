@@ -243,7 +243,9 @@ def _heartbeat_journal_class():
                 # A queued copy carries its original's system attributes, last beat included: its
                 # own start counts as a beat. A trial never beaten is not ours to judge (as in Optuna).
                 started = trial.datetime_start.timestamp() if trial.datetime_start else 0.0
-                if beat is not None and max(float(beat), started) < limit:
+                if not isinstance(beat, int | float) or isinstance(beat, bool):
+                    continue  # none, or not ours (a hand edit of the journal): never a beat to judge by
+                if max(float(beat), started) < limit:
                     stale.append(self.get_trial_id_from_study_id_trial_number(study_id, trial.number))
             return stale
 

@@ -198,3 +198,18 @@ def test_numbers_in_python_messages_print_as_numbers(call, message):
     with pytest.raises(ConfigError) as raised:
         call()
     assert message in str(raised.value) and "np." not in str(raised.value)
+
+
+@pytest.mark.parametrize("marker", [b"", b"\xff\xfe garbage\n", b"config \n", b"config 0123456789ab\n"],
+                         ids=["empty", "binary", "no-hash", "another-hash"])
+def test_a_failure_marker_that_does_not_name_this_config_lets_nothing_in(tmp_path, marker):
+    """fit_failed.txt is read back: empty, corrupt or naming another config, it opens the folder to
+    no run (only the same config's rerun may take over a failed run's folder)."""
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "last.ckpt").write_bytes(b"the earlier run's")
+    (out / "fit_failed.txt").write_bytes(marker)
+    refused = run_cli(fit_argv(write_csv(hourly_frame(), tmp_path / "series.csv"), out))
+    assert refused.code == 2, refused.stderr
+    assert "(an unfinished run of another config" in refused.stderr
+    assert (out / "checkpoints" / "last.ckpt").read_bytes() == b"the earlier run's"

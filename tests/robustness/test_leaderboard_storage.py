@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -416,3 +417,23 @@ def test_a_journal_storage_frees_the_cell_of_a_sigkilled_worker(tmp_path, data_r
     assert stale.number == killed.number and stale.state.name == "FAIL" and "error" not in stale.user_attrs
     assert retry.state.name == "COMPLETE" and retry.system_attrs["failed_trial"] == killed.number
     assert [row["model"] for row in read_results(results)] == ["itransformer_mha"]
+
+
+@pytest.mark.parametrize("beat", ["yesterday", None, True, [1.0]], ids=["text", "null", "bool", "list"])
+def test_a_journal_heartbeat_that_is_no_number_is_ignored_not_a_traceback(tmp_path, beat):
+    """The heartbeat of a journal trial is a value in a file anyone can edit: one that is no number
+    is no beat to judge by (every worker's stale check used to die on float('yesterday')); a real
+    stale beat beside it is still found."""
+    import optuna
+
+    from damcha_ts.workqueue.storage import JOURNAL_HEARTBEAT_ATTR, JOURNAL_PREFIX, open_storage
+
+    storage = open_storage(f"{JOURNAL_PREFIX}{tmp_path / 'journal.log'}", heartbeat_interval=1, grace_period=2,
+                           max_retry=0)
+    study = optuna.create_study(storage=storage, study_name="s")
+    odd, stale = study.ask(), study.ask()
+    storage.set_trial_system_attr(odd._trial_id, JOURNAL_HEARTBEAT_ATTR, beat)
+    storage.set_trial_system_attr(stale._trial_id, JOURNAL_HEARTBEAT_ATTR, 0.0)
+    assert storage._get_stale_trial_ids(study._study_id) == []  # both started just now: within the grace period
+    time.sleep(2.5)
+    assert storage._get_stale_trial_ids(study._study_id) == [stale._trial_id]
