@@ -79,16 +79,16 @@ def test_ids_of_a_refit_cross_validation_keep_their_dtype(fitted):
     assert frame["store"].dtype == np.int64 and set(frame["store"]) == {1, 2}
 
 
-def test_a_saved_id_dtype_the_ids_cannot_take_is_refused(fitted, tmp_path):
+@pytest.mark.parametrize("saved", ["datetime64[ns]", "no-such-dtype", "", 5, ["int64"]])
+def test_a_saved_id_dtype_the_ids_cannot_take_is_refused(fitted, tmp_path, saved):
     from damcha_ts.training.artifacts import CONTENT_DIGEST, META_FILE, content_digest
 
     model = fitted.save(tmp_path / "model")
     document = json.loads((model / META_FILE).read_text())
-    document["data"]["entity_dtype"] = "datetime64[ns]"
+    document["data"]["entity_dtype"] = saved
     document[CONTENT_DIGEST] = content_digest(document)  # resealed: the check is on the value, not the seal
     (model / META_FILE).write_text(json.dumps(document))
-    with pytest.raises(ConfigError, match=r"data\.entity_dtype='datetime64\[ns\]' is neither null \(text ids\) nor a "
-                                          r"numeric dtype"):
+    with pytest.raises(ConfigError, match=r"data\.entity_dtype=.* is neither null \(text ids\) nor a numeric dtype"):
         Forecaster.load(model)
 
 
