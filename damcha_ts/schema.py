@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePath
 from typing import Any, Union, get_args, get_origin
 
-from damcha_ts.errors import ConfigError
+from damcha_ts.errors import ConfigError, plain_repr
 
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _INTEGER = re.compile(r"^[+-]?\d+$")
@@ -86,8 +86,7 @@ def positive_int(value: Any, argument: str, expected: str = "a positive integer"
     never a bool (``True`` is no count) nor a float (``2.5`` would be cut silently, so ``2.0`` is
     refused too). ``expected``: what the message says the argument must be."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        shown = value.item() if getattr(value, "shape", None) == () else value  # 2.0, not np.float64(2.0)
-        raise ConfigError(f"{argument} must be {expected}, got {shown!r}")
+        raise ConfigError(f"{argument} must be {expected}, got {plain_repr(value)}")
     return int(value)
 
 

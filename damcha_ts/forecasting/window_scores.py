@@ -11,7 +11,7 @@ import numpy as np
 
 from damcha_ts.data.protocol import scored_slice
 from damcha_ts.errors import ConfigError, DataError
-from damcha_ts.forecasting.intervals import (MAX_SCORES, MAX_WINDOWS, MIN_WINDOWS, Calibration, interval,
+from damcha_ts.forecasting.intervals import (MAX_SCORES, MAX_WINDOWS, MIN_WINDOWS, Calibration, forecast_intervals,
                                              level_name, level_pairs, quantile_index, require_calibration, score_unit)
 
 
@@ -141,12 +141,10 @@ def interval_scores(predictor, series, split: str, levels: Sequence[float], *, b
     pinball = None if quantiles is None else np.zeros(len(quantiles))
     for point, quantile_values, truth in split_forecasts(predictor, series, split, batch_size=batch_size):
         cells += truth.size
+        bounds = forecast_intervals(predictor, point, quantile_values, levels)  # scored as predict gives them
         for level in levels:
             name = level_name(level)
-            lo, hi = interval(point, calibration, level, quantile_values=quantile_values, quantiles=quantiles,
-                              unit=score_unit(predictor))
-            if getattr(predictor.meta, "nonnegative", False):  # scored as predict gives them
-                lo, hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
+            lo, hi = bounds[level]
             sums[f"coverage_{name}"] = sums.get(f"coverage_{name}", 0.0) + float(((truth >= lo) & (truth <= hi)).sum())
             sums[f"width_{name}"] = sums.get(f"width_{name}", 0.0) + float((hi - lo).sum())
             pair = calibration.pair(level)
