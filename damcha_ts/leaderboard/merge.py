@@ -10,7 +10,7 @@ from pathlib import Path
 from damcha_ts.errors import DataError
 from damcha_ts.files import write_atomically
 from damcha_ts.leaderboard.curves import load_curves, record_curves
-from damcha_ts.leaderboard.results import append_result, cell_key, read_results, sample_path
+from damcha_ts.leaderboard.results import add_results, cell_key, read_results, sample_path
 
 
 def merge_results(source: str | Path, path: str | Path) -> list[dict]:
@@ -24,7 +24,7 @@ def merge_results(source: str | Path, path: str | Path) -> list[dict]:
     """
     source, path = Path(source), Path(path)
     rows, curves, samples = check_merge_source(source, path)
-    added = [row for row in rows if append_result(path, row)]
+    added = add_results(path, rows)  # one locked read and one atomic rewrite for all rows
     record_curves(path, [(row, _curve_fields(curves.get(cell_key(row)))) for row in added])
     for row in added:
         # One sample per (dataset, model, horizon), whatever the seed: one we have stays ours.

@@ -151,9 +151,11 @@ def fit_series(
         series, batch_size=training.batch_size, num_workers=training.num_workers, seed=training.seed
     )
     module = ForecastModule(with_covariate_counts(model_config, series), training, target_only=series.target_only)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
-    if ckpt_path is not None and trainer.is_global_zero:
-        restore_log_history(out_dir / LOG_DIR)
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    finally:  # a resumed fit stopped or failed too: logs/metrics.csv holds every epoch again
+        if ckpt_path is not None and trainer.is_global_zero:
+            restore_log_history(out_dir / LOG_DIR)
     return _with_best_weights(trainer, module, datamodule)
 
 

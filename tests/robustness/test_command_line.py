@@ -213,3 +213,27 @@ def test_a_failure_marker_that_does_not_name_this_config_lets_nothing_in(tmp_pat
     assert refused.code == 2, refused.stderr
     assert "(an unfinished run of another config" in refused.stderr
     assert (out / "checkpoints" / "last.ckpt").read_bytes() == b"the earlier run's"
+
+
+def test_a_resumed_fit_that_fails_keeps_every_earlier_epoch_in_its_log(tmp_path, monkeypatch):
+    """A resume sets the earlier epochs' log rows aside (Lightning deletes metrics.csv) and puts them
+    back when the fit ends; a resumed fit that failed or was stopped left metrics.csv without them."""
+    import pandas as pd
+
+    import damcha_ts.training.runner as runner
+
+    out = tmp_path / "run"
+    argv = fit_argv(write_csv(hourly_frame(), tmp_path / "series.csv"), out)
+    assert run_cli(argv).code == 0
+    logged = pd.read_csv(out / "logs" / "metrics.csv")
+    assert logged["epoch"].max() == 1  # two epochs logged
+
+    def fails(self):
+        raise DataError("training failed (injected)")
+
+    monkeypatch.setattr(runner.ForecastModule, "on_train_epoch_start", fails)
+    resumed = run_cli([*argv, "--resume", "--trainer", "max_epochs=4"])
+    assert resumed.code == 2, resumed.stderr
+    assert "training failed (injected)" in resumed.stderr
+    after = pd.read_csv(out / "logs" / "metrics.csv")
+    pd.testing.assert_frame_equal(after.iloc[: len(logged)][list(logged.columns)], logged)  # every earlier row, first
