@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from damcha_ts import __version__
@@ -40,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.func(args) or 0)
     except Stopped as exc:  # a training command's SIGTERM or Ctrl+C (cli/fit.py: training_command)
         print(f"damcha-ts {exc}", file=sys.stderr)
+        if hasattr(signal, "SIGCHLD"):
+            # The command ends here. DataLoader workers the same signal ended are reaped while Python
+            # shuts down, and torch's SIGCHLD handler would print that as a traceback after this message.
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
