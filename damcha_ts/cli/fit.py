@@ -236,8 +236,8 @@ def training_command(command: str, out_dir: Path, *, resume: bool, config_hash: 
       ends training on SIGTERM as if it were done, exit 0 with no model, and on Ctrl+C with exit 1.)
       Raised from the signal handler, it leaves Lightning's fit as any error does (its own SIGTERM
       handler runs first, then this one). A signal sent to the whole process group (Ctrl+C,
-      ``timeout``, a batch scheduler) also reaches the DataLoader's worker processes, which inherit
-      the handler: there it ends the worker quietly, and the error the worker's end raises in
+      ``timeout``, a batch scheduler) also ends the DataLoader's workers (Ctrl+C through this
+      handler, which they inherit; SIGTERM through torch's own), and the error their end raises in
       this process is taken for the stop it is.
     - An error of a fresh run (neither --resume nor --overwrite) that began to write its folder and
       had not yet scored (no metrics.json) leaves FAILED_MARKER, naming ``config_hash``, so that the
