@@ -42,6 +42,11 @@ class ConfigError(DamchaError, ValueError):
     """A bad argument or configuration value (the message names it)."""
 
 
+class ConvergenceWarning(UserWarning):
+    """Training ended while the validation loss was still falling: its best validation was the last
+    one, so a larger budget (``max_steps`` or ``max_epochs``) would likely give a better model."""
+
+
 class Stopped(BaseException):
     """A command ended by a signal: SIGTERM (kill, timeout, a batch scheduler) or SIGINT (Ctrl+C).
 

@@ -1,11 +1,16 @@
-"""Callbacks that measure where training time goes, and a one-line-per-epoch log for background runs."""
+"""Callbacks that measure where training time goes, a one-line-per-epoch (or per-validation) log
+for background runs, and the record of every validation that says when training stopped too soon."""
 
 from __future__ import annotations
 
 import sys
 import time
+import warnings
+from pathlib import Path
 
 import lightning as L
+
+from damcha_ts.errors import ConvergenceWarning
 
 
 class EpochTimer(L.Callback):
@@ -76,6 +81,8 @@ class EpochLog(L.Callback):
     restored best checkpoint.
     An epoch still running after ``progress_after_s`` also says how far it has got at each quarter
     (``epoch 2/10  50 % of 1147 batches  9.1 min``), so a log of long epochs shows signs of life.
+    With validation every ``val_check_steps`` the line comes after each validation instead
+    (``step 150/1000  train 0.3291  val 0.6901  (best)  3.2 s``, seconds since the one before).
     """
 
     QUARTERS = (0.25, 0.5, 0.75)
@@ -86,15 +93,19 @@ class EpochLog(L.Callback):
         self._start = 0.0
         self._best: float | None = None
         self._quarters_left: list[float] = []
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        checkpoint = trainer.checkpoint_callback  # restored before training starts on a resume
-        if checkpoint is not None and checkpoint.best_model_score is not None:
-            self._best = float(checkpoint.best_model_score)
+        self._since_validation = 0.0
+        self._validated = False  # in this epoch: a step budget can end one before its validation
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()
         self._quarters_left = list(self.QUARTERS)
+        self._validated = False
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._since_validation = time.perf_counter()
+        checkpoint = trainer.checkpoint_callback  # restored before training starts on a resume
+        if checkpoint is not None and checkpoint.best_model_score is not None:
+            self._best = float(checkpoint.best_model_score)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         total = trainer.num_training_batches
@@ -107,10 +118,24 @@ class EpochLog(L.Callback):
             quarter = self._quarters_left.pop(0)
         elapsed = time.perf_counter() - self._start
         if elapsed >= self.progress_after_s:
-            print(f"{self.prefix}epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  {quarter * 100:.0f} % of {total} "
+            print(f"{self.prefix}{_epoch_label(trainer)}  {quarter * 100:.0f} % of {total} "
                   f"batches  {elapsed / 60:.1f} min", file=sys.stderr, flush=True)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
+        # Validation every val_check_steps is logged where it happens.
+        if self._validated and trainer.check_val_every_n_epoch is not None:
+            self._report(trainer, _epoch_label(trainer), time.perf_counter() - self._start)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        self._validated = self._validated or not trainer.sanity_checking
+        if trainer.check_val_every_n_epoch is not None or trainer.sanity_checking:
+            return
+        now = time.perf_counter()
+        self._report(trainer, f"step {trainer.global_step}/{trainer.max_steps}", now - self._since_validation)
+        self._since_validation = now
+
+    def _report(self, trainer, label: str, seconds: float) -> None:
+        """One line: ``label``, the last training-loss mean, the validation loss and the best so far."""
         metrics = trainer.callback_metrics
         if "val_loss" not in metrics:
             return
@@ -120,9 +145,69 @@ class EpochLog(L.Callback):
         best_text = "  (best)" if improved else f"  best {self._best:.4f}"
         self._best = val if improved else self._best
         train_text = f"  train {float(train):.4f}" if train is not None else ""
-        print(
-            f"{self.prefix}epoch {trainer.current_epoch + 1}/{trainer.max_epochs}{train_text}  val {val:.4f}"
-            f"{best_text}  {time.perf_counter() - self._start:.1f} s",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(f"{self.prefix}{label}{train_text}  val {val:.4f}{best_text}  {seconds:.1f} s", file=sys.stderr, flush=True)
+
+
+def _epoch_label(trainer) -> str:
+    """``epoch 3/10``; under a step budget (no epoch count) ``epoch 3 (step 120/1000)``."""
+    epoch = trainer.current_epoch + 1
+    if trainer.max_epochs is not None and trainer.max_epochs > 0:
+        return f"epoch {epoch}/{trainer.max_epochs}"
+    return f"epoch {epoch} (step {trainer.global_step}/{trainer.max_steps})"
+
+
+class ValidationRecord(L.Callback):
+    """Every validation of a fit, ``(global step, epoch, val_loss)``, and a :class:`ConvergenceWarning`
+    when the fit ends with its best validation the last one (of two or more): the loss was still
+    falling when the budget ran out. One validation shows no trend, so it never warns.
+
+    The record travels in checkpoints, so a resumed fit judges all of its validations. The best
+    checkpoint keeps the first of equal losses (Lightning's strict "<"), and so does this record.
+    """
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.epochs: list[int] = []
+        self.losses: list[float] = []
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or "val_loss" not in trainer.callback_metrics:
+            return
+        self.steps.append(int(trainer.global_step))
+        self.epochs.append(int(trainer.current_epoch))
+        self.losses.append(float(trainer.callback_metrics["val_loss"]))
+
+    def best_is_last(self) -> bool:
+        return len(self.losses) >= 2 and self.losses[-1] < min(self.losses[:-1])
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if trainer.is_global_zero and self.best_is_last():
+            warnings.warn(self.message(trainer), ConvergenceWarning, stacklevel=_outside_level())
+
+    def message(self, trainer) -> str:
+        if trainer.max_steps is not None and trainer.max_steps > 0:
+            where = f"step {self.steps[-1]} of max_steps={trainer.max_steps}: raise max_steps"
+        else:
+            where = f"epoch {self.epochs[-1] + 1} of max_epochs={trainer.max_epochs}: raise max_epochs"
+        return (f"still improving at {where} (the last of {len(self.losses)} validations was the best, val_loss "
+                f"{min(self.losses[:-1]):.4g} before it, {self.losses[-1]:.4g} at it; its weights are kept)")
+
+    def state_dict(self) -> dict:
+        return {"steps": list(self.steps), "epochs": list(self.epochs), "losses": list(self.losses)}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.steps, self.epochs = list(state_dict["steps"]), list(state_dict["epochs"])
+        self.losses = [float(loss) for loss in state_dict["losses"]]
+
+
+#: Frames of these folders are the toolkit's and Lightning's, not the caller's.
+_INSIDE = (str(Path(__file__).resolve().parents[1]), str(Path(L.__file__).resolve().parent))
+
+
+def _outside_level() -> int:
+    """The ``stacklevel`` (for a ``warnings.warn`` in the function calling this one) of the first
+    frame outside damcha_ts and Lightning: the line of user code that started the fit."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(_INSIDE):
+        frame, level = frame.f_back, level + 1
+    return level

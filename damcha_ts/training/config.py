@@ -28,13 +28,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
 from damcha_ts.data.options import PROTOCOL_KEYS, READ_KEYS, split_options
-from damcha_ts.errors import ConfigError
+from damcha_ts.errors import ConfigError, plain_repr
 from damcha_ts.schema import SHIPPED_ROOT, coerce, plain_values, reject_unknown_keys, yaml_number
 from damcha_ts.training.config_files import (
     SECTIONS,
@@ -49,12 +51,24 @@ from damcha_ts.training.config_files import (
 CONFIG_ROOT = SHIPPED_ROOT
 #: The newest schema: version 1 plus the fields marked ``since: 2``.
 SCHEMA_VERSION = 2
-#: Learning-rate schedules as multiplicative factors of the epoch index (0 = first epoch).
-LR_SCHEDULES = ("type1", "constant", "cosine")
+#: Learning-rate schedules: factors of the epoch index (0 = first epoch), or of the optimiser step
+#: index for those in STEP_SCHEDULES.
+LR_SCHEDULES = ("type1", "constant", "cosine", "warmup_cosine")
+#: Schedules that change the rate at every optimiser step rather than every epoch.
+STEP_SCHEDULES = ("warmup_cosine",)
+#: The training recipe for data nobody tuned for (issue 34), in one place: TrainingConfig.for_user_data.
+#: The benchmark's recipe (lr 1e-4 halved every epoch for 10 epochs) leaves the rate negligible
+#: before a small series has converged; this one keeps it at >= lr_floor x 1e-3 for the whole
+#: budget, counts the budget in optimiser steps (neuralforecast's max_steps = 1000) and
+#: validates every val_check_steps steps, patience counting validations.
+USER_DATA_DEFAULTS = {
+    "learning_rate": 1e-3, "lr_schedule": "warmup_cosine", "warmup_fraction": 0.05, "lr_floor": 0.1,
+    "max_steps": 1000, "val_check_steps": 50, "patience": 5,
+}
 
 __all__ = [
-    "CONFIG_ROOT", "LR_SCHEDULES", "SCHEMA_VERSION", "SECTIONS", "DataConfig", "RunConfig", "TrainingConfig",
-    "available_configs", "config_hash", "find_config", "load_run_config", "model_keys", "official_config_name",
+    "CONFIG_ROOT", "LR_SCHEDULES", "SCHEMA_VERSION", "SECTIONS", "STEP_SCHEDULES", "USER_DATA_DEFAULTS",
+    "DataConfig", "RunConfig", "TrainingConfig", "available_configs", "batch_size_for_windows", "config_hash", "find_config", "load_run_config", "model_keys", "official_config_name",
     "parse_override", "plain_values", "split_keywords",
 ]
 
@@ -78,7 +92,8 @@ class TrainingConfig:
     learning_rate: float = 1e-4
     weight_decay: float = 0.0
     # "type1": halve after every epoch but the first (TSLib's lradj=type1); "constant"; "cosine"
-    # (to zero over max_epochs). Always a per-group factor, so DAMCHA's lr ratios survive.
+    # (to zero over max_epochs); "warmup_cosine": per optimiser step, see warmup_fraction below.
+    # Always a per-group factor, so DAMCHA's lr ratios survive.
     lr_schedule: str = "type1"
     seed: int = 2023
     deterministic: bool = False
@@ -106,6 +121,16 @@ class TrainingConfig:
     # ("reduce-overhead"; small models are bound by kernel launches there), elsewhere with inductor.
     # The weights, checkpoints and saved models are those of the plain model either way.
     compile: bool = field(default=False, metadata=_since(2))
+    # A budget in optimiser steps (neuralforecast's max_steps). When set it ends training, and
+    # max_epochs is not used.
+    max_steps: int | None = field(default=None, metadata=_since(2))
+    # Validate, early-stop and keep the best checkpoint every this many optimiser steps (counted
+    # across epochs); None: at the end of every epoch. patience counts validations either way.
+    val_check_steps: int | None = field(default=None, metadata=_since(2))
+    # lr_schedule="warmup_cosine" only: the rate rises linearly over the first warmup_fraction of
+    # the steps, then falls along a half cosine to lr_floor x the rate at the last step.
+    warmup_fraction: float = field(default=0.0, metadata=_since(2))
+    lr_floor: float = field(default=0.0, metadata=_since(2))
 
     def __post_init__(self) -> None:
         hints = get_type_hints(type(self))
@@ -138,6 +163,30 @@ class TrainingConfig:
                 raise ConfigError(f"training.{name} must be > 0 (or null), got {getattr(self, name)}")
         if not 0.0 < self.variate_fraction <= 1.0:
             raise ConfigError(f"training.variate_fraction must be in (0, 1], got {self.variate_fraction}")
+        self._check_step_budget()
+
+    def _check_step_budget(self) -> None:
+        for name in ("max_steps", "val_check_steps"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ConfigError(f"training.{name} must be >= 1 (or null), got {getattr(self, name)}")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ConfigError(f"training.warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        if not 0.0 <= self.lr_floor <= 1.0:
+            raise ConfigError(f"training.lr_floor must be in [0, 1] (a fraction of learning_rate), got {self.lr_floor}")
+        for name in ("warmup_fraction", "lr_floor"):
+            if getattr(self, name) and self.lr_schedule != "warmup_cosine":
+                raise ConfigError(f"training.{name}={getattr(self, name)} applies to lr_schedule='warmup_cosine' "
+                                  f"only, not {self.lr_schedule!r}")
+
+    @classmethod
+    def for_user_data(cls, train_windows: int | None = None, **changes: Any) -> TrainingConfig:
+        """The recommended recipe for data nobody tuned for: :data:`USER_DATA_DEFAULTS`, the batch
+        size from the number of training windows when ``train_windows`` is given
+        (:func:`batch_size_for_windows`), then ``changes`` (any TrainingConfig field) on top."""
+        values = dict(USER_DATA_DEFAULTS)
+        if train_windows is not None:
+            values["batch_size"] = batch_size_for_windows(train_windows)
+        return cls.from_dict({**values, **changes})
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrainingConfig:
@@ -146,6 +195,20 @@ class TrainingConfig:
 
     def to_dict(self, complete: bool = False) -> dict:
         return _section_dict(self, complete)
+
+
+def batch_size_for_windows(train_windows: int) -> int:
+    """The batch size for ``train_windows`` training windows (all entities together): about 64
+    optimiser steps per pass over them, as a power of two between 16 and 256, and never more than
+    the windows there are. 600 windows -> 16, 8 500 (ETTh1) -> 128, 50 000 -> 256."""
+    try:
+        windows = operator.index(train_windows)  # NumPy integers too
+    except TypeError:
+        windows = 0
+    if isinstance(train_windows, bool) or windows < 1:
+        raise ConfigError(f"train_windows must be a positive integer, got {plain_repr(train_windows)}")
+    power = round(math.log2(windows / 64)) if windows > 64 else 0
+    return min(windows, max(16, min(256, 2**power)))
 
 
 @dataclass(frozen=True)

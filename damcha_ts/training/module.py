@@ -3,7 +3,7 @@
 - :func:`forecast_loss`: MSE for a point forecast, pinball loss for quantiles, optionally over
   observed targets only, as a mean or as (sum, count) for exact means over many batches.
 - :class:`ForecastModule`: model (``build_model(config, quantiles=...)``), loss, AdamW over the
-  model's parameter groups with a per-epoch LR schedule, exact ``val_loss`` and exact resume. The
+  model's parameter groups with a per-epoch (or per-step) LR schedule, exact ``val_loss`` and exact resume. The
   damcha_ts trainer uses it as it is; the GluonTS estimator through a subclass that only maps
   GluonTS's batches and predictor output (:class:`damcha_ts.gluonts.DAMCHALightningModule`).
 """
@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections.abc import Mapping, Sequence
 
@@ -23,8 +24,8 @@ from damcha_ts.errors import ConfigError
 from damcha_ts.models import build_model
 from damcha_ts.models.base import Covariates
 from damcha_ts.models.quantiles import pinball_loss
-from damcha_ts.training.config import TrainingConfig
-from damcha_ts.training.optim import TiedGradientClipping, adamw, lr_factor
+from damcha_ts.training.config import STEP_SCHEDULES, TrainingConfig
+from damcha_ts.training.optim import TiedGradientClipping, adamw, lr_factor, warmup_cosine_factor
 
 
 def forecast_loss(
@@ -74,7 +75,7 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
     the model is a :class:`damcha_ts.models.quantiles.QuantileForecastModel` mapping (x, x_mark) to
     [B, Q, H, N], and the loss is the pinball loss instead of the MSE (:func:`forecast_loss`).
     The optimiser is AdamW over ``model.parameter_groups`` (DAMCHA's per-group LR factors), its
-    rate scaled per epoch by ``training.lr_schedule``.
+    rate scaled per epoch by ``training.lr_schedule`` (per optimiser step for ``warmup_cosine``).
 
     Logged: ``train_loss`` (epoch mean), ``train_loss_step`` and ``val_loss`` every epoch. ``val_loss`` is the
     loss over *all* validation windows (sum of losses / count, summed across DDP ranks), not a mean
@@ -178,11 +179,19 @@ class ForecastModule(TiedGradientClipping, L.LightningModule):
             config.learning_rate, config.weight_decay, config.compact_lr_scale, config.gate_lr_scale
         )
         optimizer = adamw(groups, config.learning_rate)
+        if config.lr_schedule in STEP_SCHEDULES:
+            # The step budget, or the epochs' steps (Lightning counts them, limit_train_batches included).
+            total = config.max_steps or self.trainer.estimated_stepping_batches
+            if not math.isfinite(total):
+                raise ConfigError("training.lr_schedule='warmup_cosine' needs training.max_steps when the "
+                                  "training loader has no length (an endless loader)")
+            total = int(total)
+            factor, interval = warmup_cosine_factor(total, config.warmup_fraction, config.lr_floor), "step"
+        else:
+            factor, interval = lr_factor(config.lr_schedule, config.max_epochs), "epoch"
         # LambdaLR multiplies each group's *own* initial lr, keeping DAMCHA's group ratios.
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lr_factor(config.lr_schedule, config.max_epochs)
-        )
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": interval}}
 
     # Exact resume. Lightning restores weights, optimizer, scheduler, loops and callbacks; two
     # sources of randomness it does not restore are handled here:

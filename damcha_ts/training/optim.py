@@ -7,7 +7,7 @@
   foreach only for CUDA tensors and loops tensor by tensor on CPU; foreach gives bit-identical
   parameters there (tests/training/test_optim.py) and was measured ~30 % faster per
   DAMCHA-iTransformer training step on ETTh1 (its 4M-parameter generator layer dominates the update).
-- Schedules are per-epoch factors of each parameter group's own rate. TSLib's ``adjust_learning_rate``
+- Schedules are per-epoch (``warmup_cosine``: per-step) factors of each parameter group's own rate. TSLib's ``adjust_learning_rate``
   writes one absolute rate into every group, which would erase the H-times larger rate that DAMCHA's
   compact generator layer needs (damcha.md §10). A LambdaLR factor scales every group by the same
   number, so the ratios between groups hold at every step.
@@ -79,3 +79,24 @@ def lr_factor(schedule: str, max_epochs: int) -> Callable[[int], float]:
     if schedule == "cosine":
         return lambda epoch: 0.5 * (1.0 + math.cos(math.pi * min(epoch, max_epochs) / max_epochs))
     raise ConfigError(f"unknown learning-rate schedule {schedule!r}; use type1, constant or cosine")
+
+
+def warmup_cosine_factor(total_steps: int, warmup_fraction: float, floor: float) -> Callable[[int], float]:
+    """The factor of the rate used by optimiser step ``step`` (0-based) of ``total_steps``.
+
+    The first ``round(warmup_fraction * total_steps)`` = W steps ramp linearly, (s + 1) / W, so that
+    the first update already moves; then half a cosine falls from 1 at step W to ``floor`` at the
+    last step, ``total_steps - 1``, and stays there (a rate that never dies out, unlike ``type1``).
+    """
+    if total_steps < 1:
+        raise ConfigError(f"warmup_cosine needs at least one optimiser step, got total_steps={total_steps}")
+    warmup = round(warmup_fraction * total_steps)
+    decay_steps = max(total_steps - 1 - warmup, 1)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min((step - warmup) / decay_steps, 1.0)
+        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor

@@ -1,6 +1,7 @@
 """The Lightning Trainer every run trains under: the protocol's callbacks (early stopping on
-val_loss, best + last checkpoints written atomically), its precision, and a log that keeps to what
-matters (progress on stderr, no cloud-service tips)."""
+val_loss, best + last checkpoints written atomically, the record of every validation and its
+ConvergenceWarning), its budget (epochs or optimiser steps) and validation rhythm, its precision,
+and a log that keeps to what matters (progress on stderr, no cloud-service tips)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, TQDM
 from lightning.pytorch.loggers import CSVLogger
 
 from damcha_ts.errors import ConfigError
-from damcha_ts.training.callbacks import EpochLog, EpochTimer
+from damcha_ts.training.callbacks import EpochLog, EpochTimer, ValidationRecord
 from damcha_ts.training.checkpoints import AtomicCheckpointIO, FolderCheckpoint
-from damcha_ts.training.config import TrainingConfig
+from damcha_ts.training.config import STEP_SCHEDULES, TrainingConfig
 
 CHECKPOINT_DIR = "checkpoints"
 LOG_DIR = "logs"
@@ -45,7 +46,8 @@ def build_trainer(
     trainer_kwargs: Mapping[str, Any] | None = None,
     validate: bool = True,
 ) -> L.Trainer:
-    """A Trainer with the protocol's callbacks: early stopping on val_loss, best + last checkpoints.
+    """A Trainer with the protocol's callbacks: early stopping on val_loss, best + last checkpoints,
+    a :class:`ValidationRecord` (ConvergenceWarning when the best validation is the last).
 
     ``trainer_kwargs`` go to ``L.Trainer`` last, so they win (``devices``, ``strategy``,
     ``num_nodes``, ``limit_train_batches``, ...). Their ``callbacks`` are added to ours.
@@ -58,7 +60,7 @@ def build_trainer(
     all_callbacks = _protocol_callbacks(training, out_dir, [*callbacks, *extra_callbacks],
                                         validate=validate, progress=progress)
     settings = {
-        "max_epochs": training.max_epochs, "accelerator": training.accelerator, "devices": training.devices,
+        **_budget(training), "accelerator": training.accelerator, "devices": training.devices,
         "strategy": training.strategy, "num_nodes": training.num_nodes,
         "precision": resolve_precision(training, accelerator), "deterministic": training.deterministic,
         "gradient_clip_val": training.gradient_clip_val, "default_root_dir": str(out_dir),
@@ -81,6 +83,17 @@ def build_trainer(
                           f"{exc}") from exc
 
 
+def _budget(training: TrainingConfig) -> dict:
+    """The Trainer's budget and validation rhythm: epochs, or optimiser steps (max_epochs unused);
+    validation at each epoch's end, or every ``val_check_steps`` steps counted across epochs."""
+    budget = {"max_epochs": training.max_epochs}
+    if training.max_steps is not None:
+        budget = {"max_epochs": -1, "max_steps": training.max_steps}
+    if training.val_check_steps is not None:
+        budget.update(val_check_interval=training.val_check_steps, check_val_every_n_epoch=None)
+    return budget
+
+
 def _protocol_callbacks(
     training: TrainingConfig, out_dir: Path, given: list[L.Callback], *, validate: bool, progress: bool
 ) -> list[L.Callback]:
@@ -93,8 +106,9 @@ def _protocol_callbacks(
         # last.ckpt after every epoch. Lightning's save_last=True writes it only in epochs that also
         # write a best checkpoint, so a resume would redo every epoch since the best one.
         FolderCheckpoint(dirpath=out_dir / CHECKPOINT_DIR, filename="last", save_top_k=1, enable_version_counter=False),
-        LearningRateMonitor(logging_interval="epoch"),
+        LearningRateMonitor(logging_interval="step" if training.lr_schedule in STEP_SCHEDULES else "epoch"),
         EpochTimer(),
+        *([ValidationRecord()] if validate else []),
         *given,
         # Background runs still say where they are, one line per epoch.
         StderrProgressBar(refresh_rate=10) if progress else EpochLog(prefix="  "),
