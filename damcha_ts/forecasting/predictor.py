@@ -27,7 +27,7 @@ from damcha_ts.data.entities import typed_ids
 from damcha_ts.data.protocol import scored_slice
 from damcha_ts.errors import ConfigError, DataError
 from damcha_ts.forecasting.intervals import Calibration, require_calibration
-from damcha_ts.forecasting.window_scores import interval_scores
+from damcha_ts.forecasting.window_scores import split_scores
 
 
 @dataclass
@@ -224,31 +224,41 @@ class Predictor:
                         timestamps=self.future_timestamps(timestamps[-1]), columns=self.output_columns,
                         quantiles=self.quantiles)
 
-    def evaluate(self, panel, split: str, batch_size: int, levels: tuple[float, ...] = ()) -> dict[str, Any]:
+    def evaluate(self, panel, split: str, batch_size: int, levels: tuple[float, ...] = (), *,
+                 season_length: int | None = None) -> dict[str, Any]:
         """MSE/MAE over every window of ``split`` of a prepared panel (data/panel.py), each entity's
         through its own predictor (:meth:`for_entity`) and scaler (:meth:`evaluate_series`); with an
         entity column, each entity's scores and all of them pooled (:func:`pooled_scores`).
-        ``levels``: as :func:`~damcha_ts.forecasting.intervals.check_levels` gave them."""
+        ``levels``: as :func:`~damcha_ts.forecasting.intervals.check_levels` gave them;
+        ``season_length``: MASE's season (default: the frequency's, :func:`evaluate_series`)."""
         per_entity = {}
         for entity, one in zip(panel.entities, panel.series):
             if one.window_count(split) > 0:
                 with panel.errors_of(entity):
-                    per_entity[entity] = self.for_entity(entity).evaluate_series(one, split, batch_size, levels)
+                    per_entity[entity] = self.for_entity(entity).evaluate_series(one, split, batch_size, levels,
+                                                                                 season_length=season_length)
         if not per_entity:
             raise ConfigError(f"evaluate(): no series of {panel.name} has a {split} window")
         return pooled_scores(panel, per_entity, split, getattr(self.meta, "entity_dtype", None))
 
-    def evaluate_series(self, series, split: str, batch_size: int, levels=()) -> dict[str, Any]:
+    def evaluate_series(self, series, split: str, batch_size: int, levels=(), *,
+                        season_length: int | None = None) -> dict[str, Any]:
         """MSE/MAE over every window of ``split`` of one prepared series (its own scaler), z-scale and
         original scale; a quantile model is scored on its median.
 
+        On the original scale through this predictor (its saved scaler), as ``predict`` forecasts:
+        ``mase`` (scaled by each variate's seasonal naive MAE over the series' train rows; season
+        from the frequency, or ``season_length``), ``smape`` (0–2), ``rmse`` and, for a quantile
+        model, ``scaled_crps`` (:mod:`damcha_ts.forecasting.scores`).
         With ``levels`` (checked percentages, e.g. ``[80, 95]``) the calibrated intervals and the quantiles are
-        scored too, on the raw scale through this predictor (its saved scaler):
-        ``coverage_80``, ``width_80``, and for a quantile model ``coverage_80_uncalibrated``,
-        ``pinball_loss`` and ``wql`` (see :func:`damcha_ts.forecasting.window_scores.interval_scores`)."""
+        scored too: ``coverage_80``, ``width_80``, ``scaled_crps_intervals``, and for a quantile model
+        ``coverage_80_uncalibrated``, ``pinball_loss`` and ``wql`` (see
+        :func:`damcha_ts.forecasting.window_scores.split_scores`)."""
+        from damcha_ts.forecasting.scores import season_length_of
         from damcha_ts.training.evaluation import evaluate_loader, scored_scaler, split_loader, summary
 
         require_calibration(self, levels)  # before any forecast
+        season_length_of(self.meta.freq, season_length)  # checked before any forecast too
         loader = split_loader(series, split, batch_size=batch_size)
         errors = evaluate_loader(
             self.model, loader, scaler=scored_scaler(series), device=self.device, target_only=series.target_only,
@@ -260,8 +270,7 @@ class Predictor:
                 f"the {split} MSE/MAE on {series.name} are not finite (MSE {scores['mse']}, MAE {scores['mae']}): "
                 + non_finite_cause(self.model)
             )
-        if levels:
-            scores.update(interval_scores(self, series, split, levels, batch_size=batch_size))
+        scores.update(split_scores(self, series, split, levels, season_length=season_length, batch_size=batch_size))
         return {"dataset": series.name, "split": split, **scores}
 
 
@@ -269,15 +278,17 @@ def pooled_scores(panel, per_entity: dict[str, dict], split: str, id_dtype: str 
     """The scores of ``panel``: of its one series as they are, or (with an entity column) of each
     entity and of all of them pooled: each metric the window-weighted mean of the entities' (exactly
     the mean over every window of every entity, since each entity's is the mean over its windows and
-    cells); ``wql``, a ratio, stays per entity. Ids come back in ``id_dtype`` (the fit data's)."""
+    cells); ``rmse``, the root of the window-weighted mean of their squares (the pooled RMSE);
+    ``mase`` and the scaled CRPS, ratios per series, the plain mean of the entities' (the M4/M5
+    convention, :func:`damcha_ts.forecasting.scores.pooled`); ``wql``, a ratio of sums, stays per
+    entity. Ids come back in ``id_dtype`` (the fit data's)."""
+    from damcha_ts.forecasting.scores import pooled
+
     if panel.entity_col is None:
         return next(iter(per_entity.values()))
-    windows = np.array([scores["windows"] for scores in per_entity.values()], dtype=np.float64)
-    first = next(iter(per_entity.values()))
-    pooled = {key: float(np.dot(windows, [s[key] for s in per_entity.values()]) / windows.sum())
-              for key in first if key not in ("dataset", "split", "windows", "wql")}
+    windows = sum(scores["windows"] for scores in per_entity.values())
     ids = typed_ids(pd.Series(list(per_entity), dtype=object), id_dtype).tolist()
-    return {"dataset": panel.name, "split": split, **pooled, "windows": int(windows.sum()),
+    return {"dataset": panel.name, "split": split, **pooled(list(per_entity.values())), "windows": int(windows),
             "entities": {i: {k: v for k, v in s.items() if k not in ("dataset", "split")}
                          for i, s in zip(ids, per_entity.values())}}
 

@@ -1,7 +1,9 @@
 """A predictor's forecasts of the windows of a prepared panel, scored: the conformity scores a
 :class:`~damcha_ts.forecasting.intervals.Calibration` is made of (:func:`calibrate`, never on windows
-the model trained on), and the coverage, width and quantile scores of its intervals
-(:func:`interval_scores`). The intervals themselves are :mod:`damcha_ts.forecasting.intervals`'."""
+the model trained on), the coverage, width and quantile scores of its intervals
+(:func:`interval_scores`), and with them, in one pass, the scale-free scores of
+:mod:`damcha_ts.forecasting.scores` (:func:`split_scores`). The intervals themselves are
+:mod:`damcha_ts.forecasting.intervals`'."""
 
 from __future__ import annotations
 
@@ -133,35 +135,76 @@ def interval_scores(predictor, series, split: str, levels: Sequence[float], *, b
 
     ``levels``: as :func:`~damcha_ts.forecasting.intervals.check_levels` gave them.
     """
-    calibration = require_calibration(predictor, levels)
-    quantiles = predictor.quantiles
-    sums: dict[str, float] = {}
-    cells = 0
-    absolute = 0.0
-    pinball = None if quantiles is None else np.zeros(len(quantiles))
+    sums = IntervalSums(predictor, levels)
     for point, quantile_values, truth in split_forecasts(predictor, series, split, batch_size=batch_size):
-        cells += truth.size
-        bounds = forecast_intervals(predictor, point, quantile_values, levels)  # scored as predict gives them
-        for level in levels:
+        sums.update(truth, point, quantile_values, forecast_intervals(predictor, point, quantile_values, levels))
+    if sums.cells == 0:
+        raise DataError(f"the {split} split of {series.name or 'the data'} holds no window")
+    return sums.result()
+
+
+def split_scores(predictor, series, split: str, levels: Sequence[float] = (), *, season_length: int | None = None,
+                 batch_size: int = 256) -> dict:
+    """The scale-free and probabilistic scores of :class:`~damcha_ts.forecasting.scores.ForecastScores`
+    (``mase``, ``smape``, ``rmse``, ``scaled_crps`` of a quantile model, ``scaled_crps_intervals``
+    with ``levels``) and, with ``levels``, :func:`interval_scores`' in the same pass over every
+    window of ``split`` (raw scale, through the predictor). MASE's scale ``s`` is each variate's
+    seasonal naive MAE over the series' train rows (the model's training rows; train + val after a
+    refit), season from the model's frequency or ``season_length``."""
+    from damcha_ts.forecasting.scores import ForecastScores, season_length_of, seasonal_scale
+
+    season = season_length_of(getattr(predictor.meta, "freq", None), season_length)  # checked before any forecast
+    intervals = IntervalSums(predictor, levels) if levels else None
+    train_start, train_end = series.borders["train"]
+    scale = seasonal_scale(series.values[train_start:train_end, scored_slice(series.features)], season)
+    scores = ForecastScores(predictor.quantiles, levels)
+    for point, quantile_values, truth in split_forecasts(predictor, series, split, batch_size=batch_size):
+        bounds = forecast_intervals(predictor, point, quantile_values, levels) if levels else {}
+        scores.update(truth, point, quantile_values, bounds, scale=scale)
+        if intervals is not None:
+            intervals.update(truth, point, quantile_values, bounds)
+    if scores.windows == 0:
+        raise DataError(f"the {split} split of {series.name or 'the data'} holds no window")
+    return {**(intervals.result() if intervals is not None else {}), **scores.result()}
+
+
+class IntervalSums:
+    """The sums behind :func:`interval_scores`, batch by batch: :meth:`update` takes raw ``truth``,
+    ``point`` [B, H, C], ``quantile_values`` [B, Q, H, C] or None and the ``bounds`` of the levels
+    (:func:`~damcha_ts.forecasting.intervals.forecast_intervals`, as predict gives them)."""
+
+    def __init__(self, predictor, levels: Sequence[float]):
+        self.calibration = require_calibration(predictor, levels)
+        self.quantiles, self.levels = predictor.quantiles, tuple(levels)
+        self.sums: dict[str, float] = {}
+        self.cells, self.absolute = 0, 0.0
+        self.pinball = None if self.quantiles is None else np.zeros(len(self.quantiles))
+
+    def _add(self, key: str, value) -> None:
+        self.sums[key] = self.sums.get(key, 0.0) + float(value)
+
+    def update(self, truth, point, quantile_values, bounds) -> None:
+        quantiles = self.quantiles
+        self.cells += truth.size
+        for level in self.levels:
             name = level_name(level)
             lo, hi = bounds[level]
-            sums[f"coverage_{name}"] = sums.get(f"coverage_{name}", 0.0) + float(((truth >= lo) & (truth <= hi)).sum())
-            sums[f"width_{name}"] = sums.get(f"width_{name}", 0.0) + float((hi - lo).sum())
-            pair = calibration.pair(level)
+            self._add(f"coverage_{name}", ((truth >= lo) & (truth <= hi)).sum())
+            self._add(f"width_{name}", (hi - lo).sum())
+            pair = self.calibration.pair(level)
             if pair is not None:
                 raw_lo = quantile_values[:, quantile_index(quantiles, pair[0])]
                 raw_hi = quantile_values[:, quantile_index(quantiles, pair[1])]
-                key = f"coverage_{name}_uncalibrated"
-                sums[key] = sums.get(key, 0.0) + float(((truth >= raw_lo) & (truth <= raw_hi)).sum())
+                self._add(f"coverage_{name}_uncalibrated", ((truth >= raw_lo) & (truth <= raw_hi)).sum())
         if quantiles is not None:
             error = truth[:, None] - quantile_values  # u = y − q̂, [B, Q, H, C]
             tau = np.asarray(quantiles).reshape(1, -1, 1, 1)
-            pinball += np.maximum(tau * error, (tau - 1.0) * error).sum(axis=(0, 2, 3))
-            absolute += float(np.abs(truth).sum())
-    if cells == 0:
-        raise DataError(f"the {split} split of {series.name or 'the data'} holds no window")
-    scores = {key: value / cells for key, value in sums.items()}
-    if quantiles is not None:
-        scores["pinball_loss"] = float(pinball.sum() / (cells * len(quantiles)))
-        scores["wql"] = float(np.mean(2.0 * pinball / absolute)) if absolute > 0 else float("nan")
-    return scores
+            self.pinball += np.maximum(tau * error, (tau - 1.0) * error).sum(axis=(0, 2, 3))
+            self.absolute += float(np.abs(truth).sum())
+
+    def result(self) -> dict:
+        scores = {key: value / self.cells for key, value in self.sums.items()}
+        if self.quantiles is not None:
+            scores["pinball_loss"] = float(self.pinball.sum() / (self.cells * len(self.quantiles)))
+            scores["wql"] = float(np.mean(2.0 * self.pinball / self.absolute)) if self.absolute > 0 else float("nan")
+        return scores
