@@ -378,13 +378,16 @@ def report_tables(cells: pd.DataFrame, config: dict, ours: str = "damcha_ts_defa
         out += ["", f"## {ours}: MASE ratio to each reference (< 1: ours is better)", "",
                 "| dataset | / SeasonalNaive | / Naive | / AutoETS | / best peer | best peer |", "|---|---:|---:|---:|---:|---|"]
         peers = [m for m in models if m in PEERS]
+        ratios = []  # per dataset: ours over SeasonalNaive, Naive, AutoETS, the best peer
         for d in datasets:
             row = mase.loc[d]
             best = row[peers].dropna()
             best_name = best.idxmin() if len(best) else None
-            ratio = lambda ref: fmt(row[ours] / row[ref], ".2f") if ref in row and not pd.isna(row[ref]) else "–"  # noqa: E731
-            out.append(f"| {d} | {ratio('SeasonalNaive')} | {ratio('Naive')} | {ratio('AutoETS')} | "
-                       f"{ratio(best_name) if best_name else '–'} | {best_name or '–'} |")
+            ratios.append([row[ours] / row[ref] if ref in row else np.nan
+                           for ref in ("SeasonalNaive", "Naive", "AutoETS", best_name)])
+            out.append(f"| {d} | " + " | ".join(fmt(r, ".2f") for r in ratios[-1]) + f" | {best_name or '–'} |")
+        out.append("| **geo. mean (datasets with both)** | "
+                   + " | ".join(fmt(geometric_mean(column), ".2f") for column in zip(*ratios)) + " | |")
     return "\n".join(out) + "\n"
 
 

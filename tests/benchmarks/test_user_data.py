@@ -137,3 +137,16 @@ def test_report_ratios_and_geometric_means(ud):
     table = ud.report_tables(cells, config)
     assert "| **geo. mean (all cells)** | 4.000 | 2.000 | 1.000 |" in table  # sqrt(2*8), sqrt(1*4), sqrt(0.5*2)
     assert "| a | 0.50 | 0.25 | – | 0.50 | SeasonalNaive |" in table
+    assert "| b | 0.50 | 0.25 | – | 0.50 | SeasonalNaive |" in table
+    assert "| **geo. mean (datasets with both)** | 0.50 | 0.25 | – | 0.50 | |" in table
+
+
+def test_failed_cells_are_tried_again_and_reported_apart(ud, tmp_path, monkeypatch):
+    monkeypatch.setattr(ud, "RESULTS", tmp_path)
+    ud.write_json(tmp_path / "a__M.json", {"dataset": "a", "model": "M", "error": "ConfigError: yearly"})
+    ud.write_json(tmp_path / "a__N.json", {"dataset": "a", "model": "N", "mase": 1.0, "z_mse": 2.0, "seconds": 3.0})
+    assert not ud.finished(tmp_path / "a__M.json") and ud.finished(tmp_path / "a__N.json")
+    assert not ud.finished(tmp_path / "a__absent.json")
+    cells, failed = ud.read_cells()
+    assert failed == {("a", "M"): "ConfigError: yearly"} and cells["model"].tolist() == ["N"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a__M.json", "a__N.json"]  # no temporary file left
