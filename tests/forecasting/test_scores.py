@@ -183,6 +183,27 @@ def test_a_point_model_gets_the_point_scores_and_the_bands_crps(point_predictor,
     assert scores["mase"] == pytest.approx(slow_scores(truth, point, scale)["mase"], rel=1e-6)
 
 
+def test_ms_scores_the_target_alone_on_its_own_scale(frame, point_predictor):
+    """features="MS": every variate in, the target (last) scored, scaled by its own train rows."""
+    panel = prepare(frame, seq_len=LOOKBACK, pred_len=HORIZON, features="MS")
+    (series,) = panel.series
+    predictor = Predictor(point_predictor.model, hand_meta(features="MS"))
+    scores = predictor.evaluate(panel, "test", 64)
+    truth, point, _ = window_by_window(predictor, series, "test")
+    assert truth.shape[-1] == len(COLUMNS) and point.shape[-1] == 1
+    train_start, train_end = series.borders["train"]
+    scale = slow_seasonal_scale(series.values[train_start:train_end, -1:], 24)
+    for key, value in slow_scores(truth[..., -1:], point, scale).items():
+        assert scores[key] == pytest.approx(value, rel=1e-6), key
+    values, stamps = series.history_rows(), series.timestamps
+    frame = backtest(predictor, values, stamps, n_windows=2)
+    assert set(frame["id"]) == {"OT"}
+    expected = np.mean([np.mean(np.abs(rows["value"] - rows["forecast"]))
+                        / slow_seasonal_scale(values[: stamps.get_loc(cutoff) + 1, -1:], 24)[0]
+                        for cutoff, rows in frame.groupby("cutoff")])
+    assert frame.attrs["scores"]["mase"] == pytest.approx(expected, rel=1e-9)
+
+
 def test_entities_pool_ratios_as_the_mean_of_the_series_and_the_rest_by_windows():
     """pooled_scores: MASE and the scaled CRPS the plain mean of the entities' (M4/M5); RMSE the root
     of the mean square over every window; MSE and sMAPE window-weighted; wql stays per entity."""
