@@ -336,13 +336,8 @@ class Forecaster:
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:
         """Write config, weights, scaler, column/frequency metadata and the history tail."""
-        from damcha_ts.training.artifacts import history_arguments, save_model_dir
-
-        predictor = self._predictor("save")
-        calibration = None if predictor.calibration is None else predictor.calibration.to_saved()
-        return save_model_dir(directory, predictor.model, predictor.meta, training=dataclasses.asdict(self.training),
-                              **history_arguments(predictor.history, predictor.meta), metrics=self.fit_result_,
-                              calibration=calibration)
+        return self._predictor("save").save(directory, training=dataclasses.asdict(self.training),
+                                            metrics=self.fit_result_)
 
     @classmethod
     def load(cls, directory: str | Path, map_location: str = "cpu") -> Forecaster:

@@ -178,20 +178,6 @@ def write_forecast_plot(out_dir: Path, series) -> Path:
     return path
 
 
-def calibrate_saved_model(out_dir: Path, series, batch_size: int) -> None:
-    """Add the calibration of ``level=`` intervals (the validation windows of the run's prepared
-    ``series``, as every fit calibrates: forecasting/estimator.py) to ``out_dir/model`` (the runner,
-    in the training layer, saves without)."""
-    from damcha_ts.forecasting import Predictor
-    from damcha_ts.forecasting.estimator import validation_calibration
-    from damcha_ts.training.artifacts import add_calibration, model_directory
-
-    directory = model_directory(out_dir)
-    calibration = validation_calibration(Predictor.load(directory), series, batch_size)
-    if calibration is not None:
-        add_calibration(directory, calibration.to_saved())
-
-
 # What a started run leaves in its folder (a config.yaml alone is a run that never started).
 RUN_MARKERS = ("checkpoints", "logs", "model", "metrics.json")
 # Beside the run a fit's error left unfinished: the next fit into that folder may take it over.
@@ -307,21 +293,20 @@ def _in_main_thread() -> bool:
 def train_run(command: str, config, out_dir: Path, args: argparse.Namespace, *, series=None, plot: bool = True,
               overwrite: bool = False) -> dict | None:
     """``run_experiment`` of ``config`` into ``out_dir`` within :func:`training_command`, on its data
-    prepared once (``series``, or here) for training and testing, the calibration of ``model/``
-    (``predict --level``) and ``forecast.png`` (``plot``): the result, or None on a DDP rank but 0
+    prepared once (``series``, or here) for training and testing, ``model/`` calibrated for
+    ``predict --level`` and ``forecast.png`` (``plot``): the result, or None on a DDP rank but 0
     (every rank trains; rank 0 wrote model/ and speaks for the run)."""
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
-    from damcha_ts.training import run_experiment
+    from damcha_ts.forecasting.experiment import run_experiment
 
     with training_command(command, out_dir, resume=args.resume, overwrite=overwrite, config_hash=config.config_hash()):
         series = config.data.prepare() if series is None else series
         # The progress bar goes to stderr; it is only useful on a terminal (not in CI logs).
         result = run_experiment(config, out_dir, resume=args.resume, progress=sys.stderr.isatty(),
-                                trainer_kwargs=trainer_kwargs(args), panel=series)
+                                trainer_kwargs=trainer_kwargs(args), panel=series, calibrated=True)
         if rank_zero_only.rank != 0:
             return None
-        calibrate_saved_model(out_dir, series, config.training.batch_size)
         if plot:
             result["plot"] = str(write_forecast_plot(out_dir, series))
     return result

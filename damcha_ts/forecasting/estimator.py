@@ -6,9 +6,11 @@
 The one home of what a fit decides beyond the training loop (``training.runner.fit_series``):
 the model's size on user data (:mod:`damcha_ts.models.sizing`), the refit on the train and
 validation rows for the best epoch count, and the calibration of ``level=`` intervals on the
-validation windows (by the first pass, before a refit trains on them). ``Forecaster.fit`` and the
-refits of ``Forecaster.cross_validation`` fit through it. The Predictor it returns carries a
-:class:`FitRecord`: the panel its model trained on and the facts of the training.
+validation windows (by the first pass, before a refit trains on them). ``Forecaster.fit``, the
+refits of ``Forecaster.cross_validation`` and every run (``forecasting/experiment.run_experiment``:
+``damcha-ts fit``, a leaderboard cell, a tuning trial: ``Estimator.for_run`` fitted into a
+:class:`RunFolder`) fit through it. The Predictor it returns carries a :class:`FitRecord`: the
+panel its model trained on and the facts of the training.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import contextlib
 import dataclasses
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +49,21 @@ class FitRecord:
     facts: dict  # Forecaster.fit_result_: losses, epochs, timing, rows, (refit), n_params, windows
     model_config: dict  # the fitted model's complete config (data-sized, with its covariate counts)
     panel: Any = None  # the Panel the kept model trained on (train + val rows after a refit)
-    run_dir: Path | None = None  # the fit_* folder of default_root_dir holding checkpoints and logs
+    run_dir: Path | None = None  # the folder holding checkpoints and logs (a fit_* one of default_root_dir, a run's)
+    trained: Any = None  # fit_series's FitResult of the kept model (its trainer: device, ranks)
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """A fit that trains in the caller's folder (a run's): its checkpoints/ and logs/ there, continued
+    from its last checkpoint with ``resume``; ``callbacks`` join the trainer's (Optuna's pruning);
+    ``on_start`` runs once the Trainer accepted its arguments, before anything in the folder changes."""
+
+    path: Path
+    resume: bool = False
+    callbacks: Sequence[Any] = ()
+    progress: bool = True
+    on_start: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +110,13 @@ class Estimator:
         return cls(config, {"name": model, **model_options}, training, flags["nonnegative"],
                    dict(trainer_kwargs or {}), flags["verbose"])
 
+    @classmethod
+    def for_run(cls, run, trainer_kwargs: Mapping[str, Any] | None = None) -> Estimator:
+        """The estimator of a run config (``training.config.RunConfig``): its model exactly as
+        configured (a run's config is complete and hashed, so never sized here) and its training."""
+        model = run.model_dict()
+        return cls(model, model, run.training, trainer_kwargs=dict(trainer_kwargs or {}))
+
     @property
     def quantiles(self) -> tuple[float, ...] | None:
         return None if self.training.quantiles is None else tuple(self.training.quantiles)
@@ -119,17 +142,19 @@ class Estimator:
         return dataclasses.replace(self, model_config=dict(model_config), given_model=dict(model_config))
 
     def fit(self, panel, *, refit: bool = False, calibrated: bool = True,
-            description: Mapping[str, Any] | None = None) -> Predictor:
+            description: Mapping[str, Any] | None = None, folder: RunFolder | None = None) -> Predictor:
         """The Predictor of a model trained on ``panel`` with early stopping on its validation split.
 
         ``refit``: then retrain from scratch (same seed) on the train and validation rows for the
         best epoch count, without validation, and keep that model. ``calibrated``: with the
         calibration of ``level=`` intervals on the validation windows, by the model trained without
         them. ``description``: ``SeriesMeta.from_panel``'s keywords (data_config, input_kind,
-        input_options). Its ``fit_record.facts`` add ``n_params`` and ``windows`` per split.
+        input_options). ``folder``: train there (a run's; no refit) instead of a new ``fit_*`` folder
+        of ``default_root_dir`` or a scratch one. Its ``fit_record.facts`` add ``n_params`` and
+        ``windows`` per split.
         """
         windows = {split: panel.window_count(split) for split in ("train", "val", "test")}
-        predictor = self._fit(panel, refit=refit, calibrated=calibrated, description=description)
+        predictor = self._fit(panel, refit=refit, calibrated=calibrated, description=description, folder=folder)
         predictor.fit_record.facts.update(self._size_report(predictor, windows))
         return predictor
 
@@ -143,13 +168,16 @@ class Estimator:
         predictor = self._fit(panel, refit=refit, calibrated=calibrated, description=description)
         return predictor, predictor.fit_record.facts
 
-    def _fit(self, panel, *, refit: bool, calibrated: bool, description: Mapping[str, Any] | None) -> Predictor:
+    def _fit(self, panel, *, refit: bool, calibrated: bool, description: Mapping[str, Any] | None,
+             folder: RunFolder | None = None) -> Predictor:
         from damcha_ts.training.runner import with_covariate_counts  # Lightning: loaded when a model trains
 
         if not isinstance(refit, (bool, np.bool_)):
             raise ConfigError(f"fit(refit=...) must be True or False, got {plain_repr(refit)}")
+        if refit and folder is not None:
+            raise ValueError("a run folder holds one training: fit(refit=True) takes no folder")
         estimator = self.keeping(self.sized_config(panel))
-        result, run_dir = estimator._train(panel)
+        result, run_dir = estimator._train(panel, folder=folder)
         facts = {"best_val_loss": result.best_val_loss, "epochs_run": result.epochs_run,
                  "best_epoch": result.best_epoch, **result.timing}
         calibration = estimator._validation_calibration(panel, result.module.model) if calibrated else None
@@ -160,7 +188,7 @@ class Estimator:
             facts.update(refit=True, refit_epochs=epochs, refit_seconds_per_epoch=result.timing.get("seconds_per_epoch"))
         train_rows, last_timestamp = panel.training_extent()
         facts.update(train_rows=train_rows, last_fit_timestamp=str(last_timestamp))
-        record = FitRecord(facts, with_covariate_counts(estimator.model_config, panel), panel, run_dir)
+        record = FitRecord(facts, with_covariate_counts(estimator.model_config, panel), panel, run_dir, result)
         return Predictor(result.module.model.cpu().eval(), estimator._meta(panel, description), self.quantiles,
                          history=panel.history, calibration=calibration, fit_record=record)
 
@@ -177,14 +205,20 @@ class Estimator:
         predictor = Predictor(model.cpu().eval(), self._meta(panel), self.quantiles)
         return validation_calibration(predictor, panel, self.training.batch_size)
 
-    def _train(self, panel, *, max_epochs: int | None = None, validate: bool = True):
-        """(``fit_series``'s FitResult, the run folder or None): checkpoints and logs go to a new
-        ``fit_*`` folder of ``default_root_dir`` when one is given, else to a scratch folder.
-        ``max_epochs`` / ``validate=False``: a fixed number of epochs without validation (a refit)."""
+    def _train(self, panel, *, max_epochs: int | None = None, validate: bool = True, folder: RunFolder | None = None):
+        """(``fit_series``'s FitResult, the run folder or None): checkpoints and logs go to ``folder``
+        (a run's: its progress and callbacks, Lightning's messages kept, the trainer's arguments as
+        given), else to a new ``fit_*`` folder of ``default_root_dir`` when one is given, else to a
+        scratch folder. ``max_epochs`` / ``validate=False``: a fixed number of epochs without
+        validation (a refit)."""
         from damcha_ts.training.runner import fit_series  # Lightning: loaded when a model trains
         from damcha_ts.training.trainer import quiet_lightning
 
         training = self.training if max_epochs is None else dataclasses.replace(self.training, max_epochs=max_epochs)
+        if folder is not None:
+            return fit_series(panel, self.model_config, training, folder.path, resume=folder.resume,
+                              callbacks=folder.callbacks, trainer_kwargs=self.trainer_kwargs, progress=folder.progress,
+                              on_start=folder.on_start, validate=validate), Path(folder.path)
         trainer_kwargs = dict(self.trainer_kwargs)
         # As damcha-ts fit: a bar on stderr when it is a terminal, else a line per epoch there (verbose: a bar
         # always, with the model summary and Lightning's messages).

@@ -14,7 +14,7 @@ kind are the jobs of ``history.py`` and ``output.py``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,15 @@ class Predictor:
         saved = getattr(loaded, "calibration", None)
         calibration = None if saved is None else Calibration.from_saved(saved)
         return cls(loaded.model, loaded.meta, history=saved_history(loaded), calibration=calibration)
+
+    def save(self, directory: str | Path, *, training: Mapping[str, Any], metrics: Mapping[str, Any] | None = None) -> Path:
+        """Write this model, its data description, history and calibration as a saved model directory
+        (``training``: the TrainingConfig's dict, ``metrics``: what its forecaster.json reports)."""
+        from damcha_ts.training.artifacts import history_arguments, save_model_dir
+
+        calibration = None if self.calibration is None else self.calibration.to_saved()
+        return save_model_dir(directory, self.model, self.meta, training=training, metrics=metrics,
+                              calibration=calibration, **history_arguments(self.history, self.meta))
 
     # ------------------------------------------------------------------ what it forecasts
     @property

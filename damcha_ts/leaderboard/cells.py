@@ -1,6 +1,6 @@
 """Running one leaderboard cell and turning its outcome into a results-CSV row.
 
-A neural cell is a full ``damcha_ts.training.run_experiment`` (early stopping on val_loss, best
+A neural cell is a full ``damcha_ts.forecasting.experiment.run_experiment`` (early stopping on val_loss, best
 checkpoint reloaded, every test window scored) in its own run directory
 ``<runs>/<grid>/<dataset>/<model>/H<horizon>/seed<seed>-<config hash>``; a killed cell resumes there
 from ``checkpoints/last.ckpt``. Afterwards a small prediction sample (a few test windows, and the
@@ -124,7 +124,7 @@ def _run_naive(resolved: ResolvedCell) -> dict:
 def checkpointed_epochs(run_dir: Path | None) -> int:
     """How many epochs of an unfinished cell its ``last.ckpt`` holds (0: none, or unreadable); a rerun
     of the grid continues after them."""
-    from damcha_ts.training.runner import CHECKPOINT_DIR
+    from damcha_ts.training.trainer import CHECKPOINT_DIR
 
     last = run_dir / CHECKPOINT_DIR / "last.ckpt" if run_dir is not None else None
     if last is None or not last.is_file():
@@ -140,7 +140,7 @@ def _drop_unreadable_checkpoint(run_dir: Path) -> None:
     a resume falls back to reads) would fail forever, so its ``last.ckpt`` is removed and the cell
     starts afresh; a leaderboard cell is the project's own run, so this loses nothing of the user's."""
     from damcha_ts.training.checkpoints import BEST, LAST, checkpoint_problem
-    from damcha_ts.training.runner import CHECKPOINT_DIR
+    from damcha_ts.training.trainer import CHECKPOINT_DIR
 
     last, best = run_dir / CHECKPOINT_DIR / LAST, run_dir / CHECKPOINT_DIR / BEST
     problem = checkpoint_problem(last) if last.is_file() else None
@@ -151,7 +151,7 @@ def _drop_unreadable_checkpoint(run_dir: Path) -> None:
 
 
 def _run_neural(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
-    from damcha_ts.training import run_experiment
+    from damcha_ts.forecasting.experiment import run_experiment
 
     # One worker at a time has the cell (the queue hands it out once), so its folder is its own; a
     # retry after a dead worker resumes there from the last checkpoint.
@@ -231,7 +231,7 @@ def save_prediction_sample(config: dict, run_dir: Path) -> Path:
     """
     from damcha_ts.training.artifacts import load_model_dir
     from damcha_ts.training.config import DataConfig
-    from damcha_ts.training.runner import MODEL_DIR
+    from damcha_ts.training.artifacts import MODEL_DIR
 
     loaded = load_model_dir(run_dir / MODEL_DIR)
     model = loaded.model.eval()

@@ -1,8 +1,9 @@
-"""Training: run configs, the Lightning module, and the train/select/test runner.
+"""Training: run configs, the Lightning module, and the training loop (``fit_series``).
 
-    >>> from damcha_ts.training import load_run_config, run_experiment
+    >>> from damcha_ts.training import load_run_config
     >>> config = load_run_config("itransformer_damcha/etth1", horizon=96)   # doctest: +SKIP
-    >>> metrics = run_experiment(config, "runs/etth1_96")                   # doctest: +SKIP
+
+A run (train, select, test, write its folder) is ``damcha_ts.forecasting.experiment.run_experiment``.
 
 ``config`` is light (YAML only); the Lightning parts load on first use.
 """
@@ -25,14 +26,12 @@ from damcha_ts.training.config import (
 __all__ = [
     "CONFIG_ROOT", "LR_SCHEDULES", "ForecastModule", "RunConfig", "TrainingConfig", "available_configs",
     "build_trainer", "config_hash", "find_config", "fit_series", "load_run_config", "official_config_name",
-    "run_experiment"
 ]
 
 _LAZY = {
     "ForecastModule": "damcha_ts.training.module",
     "build_trainer": "damcha_ts.training.trainer",
     "fit_series": "damcha_ts.training.runner",
-    "run_experiment": "damcha_ts.training.runner",
 }
 
 # Lightning loads only when the trainer is needed, not for reading configs.

@@ -54,6 +54,8 @@ from damcha_ts.training.metadata import (
     model_config_dict,
 )
 
+#: A run folder's saved model (``damcha-ts fit``, ``run_experiment``): ``<run>/model/``.
+MODEL_DIR = "model"
 META_FILE = "forecaster.json"
 WEIGHTS_FILE = "weights.pt"
 HISTORY_FILE = "history.npz"
@@ -184,8 +186,8 @@ def model_directory(path: str | Path) -> Path:
     """``path`` itself, or its ``model/`` folder when ``path`` is a run folder (``damcha-ts fit``,
     ``run_experiment``)."""
     path = Path(path).expanduser()
-    if not (path / META_FILE).is_file() and (path / "model" / META_FILE).is_file():
-        return path / "model"
+    if not (path / META_FILE).is_file() and (path / MODEL_DIR / META_FILE).is_file():
+        return path / MODEL_DIR
     return path
 
 
@@ -330,19 +332,6 @@ def _check_history(path: Path, meta: SeriesMeta, values: np.ndarray, stamps: np.
         except (ValueError, KeyError) as exc:
             raise DataError(f"{path}: tz {zone!r} is not a time zone: {exc}") from exc
     return values[-meta.seq_len :], stamps
-
-
-def add_calibration(directory: str | Path, calibration: Mapping[str, Any]) -> Path:
-    """Record ``calibration`` (as for :func:`save_model_dir`) in a saved model directory: writes
-    ``calibration.npz`` and re-seals ``forecaster.json`` (its content digest). The directory must
-    load (intact, unmodified) first; nothing else in it changes."""
-    directory = Path(directory)
-    loaded = load_model_dir(directory)
-    document = _read_document(directory / META_FILE)
-    document[CALIBRATION] = _write_calibration(directory, calibration, loaded.meta,
-                                               getattr(loaded.model, "quantiles", None))
-    _seal(directory, document)
-    return directory
 
 
 def _write_calibration(directory: Path, calibration: Mapping[str, Any], meta: SeriesMeta, quantiles) -> dict:

@@ -1,6 +1,6 @@
 """One Optuna trial: sample a config, train it with pruning, return the best validation MSE.
 
-The test split is never touched here (``run_experiment(..., evaluate_test=False)``): a study
+The test split is never touched here (``forecasting.experiment.run_experiment(..., evaluate_test=False)``): a study
 selects on validation only, and the chosen config is tested once afterwards.
 """
 
@@ -143,7 +143,7 @@ class TrialObjective:
     def __call__(self, trial) -> float:
         import optuna
 
-        from damcha_ts.training import run_experiment
+        from damcha_ts.forecasting.experiment import run_experiment
 
         run = self.base.resolve_run(self.search.sample(trial, self.base_config, self.base.resolve))
         config = run.to_dict()

@@ -140,7 +140,7 @@ def evaluate_config(
     config: Mapping, out_dir: Path, *, trainer_kwargs: Mapping | None, progress: bool = False
 ) -> dict:
     """Train ``config`` once and test it; reuse the result when the same run is already on disk."""
-    from damcha_ts.training import run_experiment  # Lightning, only when a config is trained
+    from damcha_ts.forecasting.experiment import run_experiment  # Lightning, only when a config is trained
 
     run = RunConfig.load(config)
     resolved = run.to_dict()

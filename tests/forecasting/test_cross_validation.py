@@ -197,7 +197,7 @@ def test_intervals_after_a_refit_fit_come_from_each_window_models_first_pass(fra
 
 
 def test_run_experiment_refuses_a_config_without_a_test_split(tmp_path):
-    from damcha_ts.training.runner import run_experiment
+    from damcha_ts.forecasting.experiment import run_experiment
 
     config = {"data": {"dataset": "ETTh1", "seq_len": L, "pred_len": H, "test_size": 0},
               "model": {"name": "itransformer_mha", **TINY}, "training": {"max_epochs": 1}}

@@ -800,7 +800,7 @@ def _one_cell_grid(folder: Path) -> Path:
 def test_a_cell_finished_meanwhile_is_not_trained_again(tmp_path, monkeypatch, one_thread):
     """A worker may die after its cell's run finished and before its trial was told; the retry then
     finds the result in the run folder and uses it as it is."""
-    import damcha_ts.training as training
+    import damcha_ts.forecasting.experiment as experiment
 
     grid_path = _one_cell_grid(tmp_path)
     grid, runs = load_grid(grid_path), tmp_path / "runs"
@@ -812,7 +812,7 @@ def test_a_cell_finished_meanwhile_is_not_trained_again(tmp_path, monkeypatch, o
     def no_training(*args, **kwargs):
         raise AssertionError("a finished cell was trained again")
 
-    monkeypatch.setattr(training, "run_experiment", no_training)
+    monkeypatch.setattr(experiment, "run_experiment", no_training)
     again = run_cell(neural, {})
     assert {k: again[k] for k in ("mse", "mae", "epochs_run", "best_epoch", "n_params", "wall_seconds")} == \
         {k: first[k] for k in ("mse", "mae", "epochs_run", "best_epoch", "n_params", "wall_seconds")}

@@ -80,7 +80,7 @@ def test_a_fit_stopped_by_a_signal_exits_non_zero_and_resumes(signum, workers, t
 def test_a_fit_that_fails_after_training_leaves_no_folder_that_refuses_its_rerun(tmp_path, monkeypatch):
     """An error at test scoring (as the entity + covariate CSV of issue 32 had) left checkpoints/ and
     logs/ behind, and the same command then refused the folder as "already holds a run"."""
-    import damcha_ts.training.runner as runner
+    import damcha_ts.forecasting.experiment as experiment
 
     def scoring_fails(fit, series):
         raise DataError("test scoring failed (injected)")
@@ -89,7 +89,7 @@ def test_a_fit_that_fails_after_training_leaves_no_folder_that_refuses_its_rerun
     out.mkdir()
     (out / "notes.txt").write_text("the user's own file")  # a folder of the user's: nothing of it is lost
     argv = fit_argv(write_csv(hourly_frame(), tmp_path / "series.csv"), out)
-    monkeypatch.setattr(runner, "evaluate_test_split", scoring_fails)
+    monkeypatch.setattr(experiment, "evaluate_test_split", scoring_fails)
     failed = run_cli(argv)
     assert failed.code == 2, failed.stderr
     assert "damcha-ts: error: test scoring failed (injected)" in failed.stderr
@@ -105,13 +105,13 @@ def test_a_fit_that_fails_after_training_leaves_no_folder_that_refuses_its_rerun
 def test_a_failed_fit_lets_only_its_own_config_take_over_the_folder(tmp_path, monkeypatch):
     """The marker of a failed fit names its config: another config into that --out is refused as
     any run in the folder is (without this, any fit could replace what the folder held)."""
-    import damcha_ts.training.runner as runner
+    import damcha_ts.forecasting.experiment as experiment
 
     def scoring_fails(fit, series):
         raise DataError("test scoring failed (injected)")
 
     data = write_csv(hourly_frame(), tmp_path / "series.csv")
-    monkeypatch.setattr(runner, "evaluate_test_split", scoring_fails)
+    monkeypatch.setattr(experiment, "evaluate_test_split", scoring_fails)
     assert run_cli(fit_argv(data, tmp_path / "run")).code == 2
     monkeypatch.undo()
     other = run_cli([*fit_argv(data, tmp_path / "run"), "--lookback", "8"])

@@ -6,7 +6,8 @@ import sys
 
 import torch
 
-from damcha_ts.training import load_run_config, run_experiment
+from damcha_ts.forecasting.experiment import run_experiment
+from damcha_ts.training import load_run_config
 
 if __name__ == "__main__":
     torch.set_num_threads(1)

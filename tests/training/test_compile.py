@@ -6,7 +6,7 @@ from __future__ import annotations
 import lightning as L
 import pytest
 
-from damcha_ts.training import run_experiment
+from damcha_ts.forecasting.experiment import run_experiment
 
 BUDGET = {"limit_train_batches": 5, "limit_val_batches": 2, "max_epochs": 1}
 

@@ -8,7 +8,7 @@ import torch
 
 from damcha_ts.errors import ConfigError
 from damcha_ts.leaderboard.curves import read_run_curves
-from damcha_ts.training import run_experiment
+from damcha_ts.forecasting.experiment import run_experiment
 
 BUDGET = {"limit_train_batches": 5, "limit_val_batches": 5}
 KEYS = ("mse", "mae", "mse_inverse", "best_val_loss", "best_epoch", "epochs_run")

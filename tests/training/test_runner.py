@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from damcha_ts.training import run_experiment
+from damcha_ts.forecasting.experiment import run_experiment
 
 HORIZON = 96
 TRAIN_BATCHES = 25

@@ -154,7 +154,8 @@ def test_pruned_trials_end_pruned_and_a_rerun_resumes(study_files, tmp_path, cap
 
 
 def test_exported_best_config_reproduces_the_best_validation_mse(study_files, tmp_path):
-    from damcha_ts.training import load_run_config, run_experiment
+    from damcha_ts.forecasting.experiment import run_experiment
+    from damcha_ts.training import load_run_config
 
     config, search = study_files()
     out = tmp_path / "out"
