@@ -60,7 +60,7 @@ def build_trainer(
     all_callbacks = _protocol_callbacks(training, out_dir, [*callbacks, *extra_callbacks],
                                         validate=validate, progress=progress)
     settings = {
-        **_budget(training), "accelerator": training.accelerator, "devices": training.devices,
+        **_budget(training, validate), "accelerator": training.accelerator, "devices": training.devices,
         "strategy": training.strategy, "num_nodes": training.num_nodes,
         "precision": resolve_precision(training, accelerator), "deterministic": training.deterministic,
         "gradient_clip_val": training.gradient_clip_val, "default_root_dir": str(out_dir),
@@ -83,13 +83,14 @@ def build_trainer(
                           f"{exc}") from exc
 
 
-def _budget(training: TrainingConfig) -> dict:
+def _budget(training: TrainingConfig, validate: bool) -> dict:
     """The Trainer's budget and validation rhythm: epochs, or optimiser steps (max_epochs unused);
     validation at each epoch's end, or every ``val_check_steps`` steps counted across epochs."""
     budget = {"max_epochs": training.max_epochs}
     if training.max_steps is not None:
         budget = {"max_epochs": -1, "max_steps": training.max_steps}
-    if training.val_check_steps is not None:
+    # Without validation, last.ckpt must still be written at epoch ends (not at validations that never come).
+    if training.val_check_steps is not None and validate:
         budget.update(val_check_interval=training.val_check_steps, check_val_every_n_epoch=None)
     return budget
 

@@ -204,3 +204,22 @@ def test_a_resumed_fit_judges_the_validations_before_the_interruption(tmp_path):
     assert record.steps == [20, 40, 60]
     assert [str(w.message).count("the last of 3 validations") for w in caught
             if issubclass(w.category, ConvergenceWarning)] == [1]
+
+
+def test_a_step_budget_without_validation_trains_every_step_and_keeps_the_last(tmp_path):
+    """A refit (``validate=False``) under a step budget: exactly max_steps steps, no validation, no
+    warning, and last.ckpt written at the epoch ends (a resume point)."""
+    from damcha_ts.data import prepare
+    from damcha_ts.models.registry import resolve_model_config
+    from damcha_ts.training.runner import fit_series
+
+    panel = prepare(hourly_frame("cycles"), seq_len=LOOKBACK, pred_len=HORIZON)
+    training = TrainingConfig(batch_size=16, max_steps=50, val_check_steps=20)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fit_series(panel, resolve_model_config(TINY), training, tmp_path, progress=False,
+                            trainer_kwargs=QUIET, validate=False)
+    assert result.trainer.global_step == 50 and math.isnan(result.best_val_loss)
+    assert "val_loss" not in pd.read_csv(tmp_path / "logs" / "metrics.csv").columns
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
