@@ -86,7 +86,8 @@ def read_source(loader: dict) -> pd.DataFrame:
 
 def load_dataset(entry: dict) -> pd.DataFrame:
     """A wide frame [T, N] of the dataset's columns on a regular DatetimeIndex (``start``, ``freq``)."""
-    raw = read_source(entry["loader"])[list(entry["columns"])].astype("float64").reset_index(drop=True)
+    names = [*entry["columns"], *entry.get("future_covariates", ())]
+    raw = read_source(entry["loader"])[names].astype("float64").reset_index(drop=True)
     if entry.get("fill") == "interpolate":
         raw = raw.interpolate(limit_direction="both")
     if raw.isna().any().any():
@@ -103,17 +104,21 @@ def test_rows(n_rows: int, horizon: int, windows: int) -> tuple[int, list[int]]:
     return first, [first + k * horizon for k in range(windows)]
 
 
-def protocol_forecasts(frame: pd.DataFrame, horizon: int, windows: int, forecaster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run ``forecaster(train, histories) -> [N, W, H]`` under the protocol.
+def protocol_forecasts(frame: pd.DataFrame, horizon: int, windows: int, forecaster,
+                       covariates: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run ``forecaster(train, histories, futures) -> [N, W, H]`` under the protocol.
 
     ``train`` is the rows before the first test row; ``histories[k]`` every row before window k's
-    cutoff. Returns (training values [N, T_train], truth [N, W, H], forecasts [N, W, H]).
+    cutoff; ``futures[k]`` the ``covariates`` (future-known columns of ``frame``) over window k, an
+    empty-column frame without them. The N targets are the other columns. Returns (training values
+    [N, T_train], truth [N, W, H], forecasts [N, W, H]), targets only.
     """
     first, cutoffs = test_rows(len(frame), horizon, windows)
     train = frame.iloc[:first]
     histories = [frame.iloc[:cutoff] for cutoff in cutoffs]
-    forecasts = np.asarray(forecaster(train, histories), dtype="float64")
-    values = frame.to_numpy().T
+    futures = [frame[list(covariates)].iloc[cutoff:cutoff + horizon] for cutoff in cutoffs]
+    forecasts = np.asarray(forecaster(train, histories, futures), dtype="float64")
+    values = frame.drop(columns=list(covariates)).to_numpy().T
     truth = np.stack([values[:, cutoff:cutoff + horizon] for cutoff in cutoffs], axis=1)
     if forecasts.shape != truth.shape:
         raise ValueError(f"forecasts have shape {forecasts.shape}, the test windows {truth.shape}")
@@ -153,9 +158,10 @@ def statsforecast_forecaster(spec: dict, dataset: dict, details: dict):
         cls = getattr(sf_models, spec["model"])
         return cls() if spec["model"] == "Naive" else cls(season_length=season, **spec.get("options", {}))
 
-    def forecaster(train, histories):
-        out = np.empty((train.shape[1], len(histories), horizon))
-        for i, column in enumerate(train.columns):
+    def forecaster(train, histories, futures):  # univariate models: the covariates are not used
+        targets = dataset["columns"]
+        out = np.empty((len(targets), len(histories), horizon))
+        for i, column in enumerate(targets):
             model = make().fit(train[column].to_numpy())
             for k, history in enumerate(histories):
                 out[i, k] = model.forward(y=history[column].to_numpy(), h=horizon)["mean"]
@@ -165,10 +171,11 @@ def statsforecast_forecaster(spec: dict, dataset: dict, details: dict):
     return forecaster
 
 
-def long_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """neuralforecast's layout: unique_id, ds, y."""
-    return frame.rename_axis("ds").reset_index().melt(id_vars="ds", var_name="unique_id", value_name="y")[
-        ["unique_id", "ds", "y"]]
+def long_frame(frame: pd.DataFrame, targets: list[str], covariates: list[str] = ()) -> pd.DataFrame:
+    """neuralforecast's layout: unique_id, ds, y, then each covariate (the same values for every target)."""
+    wide = frame.rename_axis("ds").reset_index()
+    long = wide.melt(id_vars=["ds", *covariates], value_vars=targets, var_name="unique_id", value_name="y")
+    return long[["unique_id", "ds", "y", *covariates]]
 
 
 def neuralforecast_forecaster(spec: dict, dataset: dict, details: dict):
@@ -181,24 +188,33 @@ def neuralforecast_forecaster(spec: dict, dataset: dict, details: dict):
     cls = getattr(nf_models, spec["model"])
     details["library"] = f"neuralforecast {neuralforecast.__version__}"
 
-    def forecaster(train, histories):
+    targets = list(dataset["columns"])
+    # Future covariates go to the models that take them (neuralforecast's EXOGENOUS_FUTR); the others forecast without.
+    covariates = list(dataset.get("future_covariates", ())) if getattr(cls, "EXOGENOUS_FUTR", False) else []
+    details["future_covariates"] = covariates
+
+    def forecaster(train, histories, futures):
         # Trainer arguments only silence it and pin the CPU; the model's own settings stay its defaults.
         kwargs = dict(h=horizon, input_size=lookback, enable_progress_bar=False, enable_model_summary=False,
                       logger=False, accelerator="cpu", **spec.get("options", {}))
         if "n_series" in cls.__init__.__code__.co_varnames:
-            kwargs["n_series"] = train.shape[1]
+            kwargs["n_series"] = len(targets)
+        if covariates:
+            kwargs["futr_exog_list"] = covariates
         model = cls(**kwargs)
         nf = NeuralForecast(models=[model], freq=dataset["freq"])
-        nf.fit(df=long_frame(train), val_size=0)
+        nf.fit(df=long_frame(train, targets, covariates), val_size=0)
         fitted = nf.models[0]
         trajectory = getattr(fitted, "train_trajectories", None) or []
         details["max_steps"], details["last_trajectory_step"] = fitted.max_steps, (int(trajectory[-1][0]) if trajectory else None)
         details["model_defaults"] = {key: getattr(fitted, key, None) for key in
                                      ("learning_rate", "batch_size", "windows_batch_size", "random_seed")}
-        out = np.empty((train.shape[1], len(histories), horizon))
-        for k, history in enumerate(histories):
-            predicted = nf.predict(df=long_frame(history))
-            wide = predicted.pivot(index="ds", columns="unique_id", values=spec["model"])[list(train.columns)]
+        out = np.empty((len(targets), len(histories), horizon))
+        for k, (history, future) in enumerate(zip(histories, futures)):
+            known = long_frame(future.assign(**{t: np.nan for t in targets}), targets, covariates).drop(columns="y") \
+                if covariates else None
+            predicted = nf.predict(df=long_frame(history, targets, covariates), futr_df=known)
+            wide = predicted.pivot(index="ds", columns="unique_id", values=spec["model"])[targets]
             out[:, k] = wide.to_numpy().T
         return out
     return forecaster
@@ -216,7 +232,17 @@ def damcha_forecaster(spec: dict, dataset: dict, details: dict):
     # The run may import a snapshot of a commit (PYTHONPATH=/tmp/damcha_head_<sha>) rather than the working tree.
     details["library"] = f"damcha_ts {getattr(damcha_ts, '__version__', '?')} from {Path(damcha_ts.__file__).parent}"
 
-    def forecaster(train, histories):
+    # A dataset's future covariates are named to the Forecaster, unless the spec ignores them: then their
+    # columns are dropped, as a user without them would have the data.
+    known = list(dataset.get("future_covariates", ()))
+    covariates = [] if spec.get("ignore_covariates") else known
+    unused = [column for column in known if column not in covariates]
+    if covariates:
+        args["future_covariates"] = covariates
+    details["future_covariates"] = covariates
+
+    def forecaster(train, histories, futures):
+        train, histories = train.drop(columns=unused), [history.drop(columns=unused) for history in histories]
         # The default validation tail (10 % of the rows) must hold one horizon, else fit refuses the data
         # (us_employment: 96 rows, H 12); only then is val_size given, as the smallest that works.
         fit_options = {"test_size": 0} | ({"val_size": dataset["horizon"]} if len(train) // 10 < dataset["horizon"] else {})
@@ -228,7 +254,8 @@ def damcha_forecaster(spec: dict, dataset: dict, details: dict):
         details["model_config"] = {key: value for key, value in model.model_config.items() if not callable(value)} \
             if isinstance(model.model_config, dict) else str(model.model_config)
         details["model_name"] = model.get_params().get("model")
-        return np.stack([model.predict(history).to_numpy().T for history in histories], axis=1)
+        predict = (lambda h, f: model.predict(h, future=f)) if covariates else (lambda h, f: model.predict(h))
+        return np.stack([predict(h, f)[list(dataset["columns"])].to_numpy().T for h, f in zip(histories, futures)], axis=1)
     return forecaster
 
 
@@ -279,15 +306,17 @@ def run_cell(dataset: dict, spec: dict, frame: pd.DataFrame) -> dict:
     details: dict = {}
     forecaster = FORECASTERS[spec["kind"]](spec, dataset, details)
     start = time.perf_counter()
-    train, truth, forecast = protocol_forecasts(frame, dataset["horizon"], dataset["test_windows"], forecaster)
+    train, truth, forecast = protocol_forecasts(frame, dataset["horizon"], dataset["test_windows"], forecaster,
+                                                tuple(dataset.get("future_covariates", ())))
     seconds = time.perf_counter() - start
     per_series = mase_per_series(train, truth, forecast, dataset["season_length"])
     return {"dataset": dataset["name"], "model": spec["name"], "mase": float(np.mean(per_series)),
             "z_mse": z_mse(train, truth, forecast), "seconds": seconds,
-            "mase_per_series": dict(zip(frame.columns, map(float, per_series))),
+            "mase_per_series": dict(zip(dataset["columns"], map(float, per_series))),
             "finite": bool(np.isfinite(forecast).all()), "spec": spec,
             "settings": {key: dataset[key] for key in DATASET_KEYS if key != "columns"} | {
-                "n_series": frame.shape[1], "rows": len(frame), "train_rows": train.shape[1]},
+                "n_series": len(dataset["columns"]), "rows": len(frame), "train_rows": train.shape[1],
+                "future_covariates": dataset.get("future_covariates", [])},
             "details": details, "environment": environment(),
             "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
@@ -427,9 +456,10 @@ def notes(config: dict) -> list[str]:
              "Lookback (our models' `lookback`, neuralforecast's `input_size`): max(2H, season), capped at a quarter "
              "of the training rows. MASE: each series' test MAE over its in-sample seasonal-naive MAE "
              "(gluonts.ev), mean over series. One thread everywhere (OMP_NUM_THREADS=1, torch.set_num_threads(1)).", "",
-             "| dataset | freq | series | H | W | lookback | season |", "|---|---|---:|---:|---:|---:|---:|"]
-    lines += [f"| {d['name']} | {d['freq']} | {len(d['columns'])} | {d['horizon']} | {d['test_windows']} | "
-              f"{d['lookback']} | {d['season_length']} |" for d in config["datasets"]]
+             "| dataset | freq | series | future covariates | H | W | lookback | season |",
+             "|---|---|---:|---|---:|---:|---:|---:|"]
+    lines += [f"| {d['name']} | {d['freq']} | {len(d['columns'])} | {', '.join(d.get('future_covariates', [])) or '–'} | "
+              f"{d['horizon']} | {d['test_windows']} | {d['lookback']} | {d['season_length']} |" for d in config["datasets"]]
     lines += ["", "Models: statsforecast Naive, SeasonalNaive, AutoETS (season from the table); neuralforecast "
               "NHITS, TSMixer, iTransformer with their defaults (max_steps 1000, no early stopping); "
               "**PatchTST capped at max_steps=1000** (its own default is 5000 steps at lr 1e-4; PatchTST_5000 is "
@@ -437,7 +467,10 @@ def notes(config: dict) -> list[str]:
               "random_state=0)` fitted with `test_size=0` (val_size=H where the default 10 % tail holds less "
               "than one horizon: us_employment); gateformer_damcha_gated is `Forecaster(\"gateformer_damcha\", "
               "metric_gate=True, metric_delta_norm=True, ...)`; damcha_ts_defaults_hourly_marks adds "
-              "`time_features_freq=\"h\"` to fit, the change that lets the defaults run on yearly data."]
+              "`time_features_freq=\"h\"` to fit, the change that lets the defaults run on yearly data. "
+              "Future covariates (elecdemand's Temperature) go to our models (`future_covariates=`) and to the "
+              "neuralforecast models that take them (NHITS, iTransformer: `futr_exog_list`); the others forecast "
+              "without; damcha_ts_defaults_no_covariate is the defaults without the column."]
     cell = next(iter(sorted(RESULTS.glob("*.json"))), None)
     if cell:
         env = json.loads(cell.read_text())["environment"]

