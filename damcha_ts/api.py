@@ -38,6 +38,7 @@ from damcha_ts.forecasting.intervals import check_levels, require_calibration
 from damcha_ts.forecasting.predict import predict as predict_with, stored_history
 from damcha_ts.forecasting.predictor import Predictor
 from damcha_ts.forecasting.window_scores import calibrate, refuse_empty_test_split, refuse_trained_split
+from damcha_ts.forecasting.scores import season_length_of
 from damcha_ts.plotting import plot_prediction
 from damcha_ts.training.config import TrainingConfig, load_run_config
 
@@ -228,8 +229,9 @@ class Forecaster:
         return self._predictor("future_timestamps").future_timestamps(last)
 
     def evaluate(self, data: Any = None, *, split: str = "test", borders: Any = None, level: Any = None,
-                 **data_options: Any) -> dict:
-        """MSE/MAE over every window of a split, on the z-scale and the original scale.
+                 season_length: int | None = None, **data_options: Any) -> dict:
+        """Scores over every window of a split: MSE/MAE on the z-scale and the original scale, and on
+        the original scale ``mase``, ``smape`` (0-2), ``rmse`` (docs/forecasting.md, "Scores").
 
         ``data`` None: the fitted data (a benchmark keeps its protocol split). Otherwise a benchmark
         name, CSV path, frame or array is prepared as in ``fit`` (its scaler is fitted on its own
@@ -239,15 +241,17 @@ class Forecaster:
 
         ``level=[80, 95]`` also scores intervals and quantiles on the raw scale: ``coverage_80``,
         ``width_80`` and, with ``quantiles``, ``coverage_80_uncalibrated`` (the raw head), ``pinball_loss``
-        and ``wql`` (GluonTS' mean weighted quantile loss).
+        and ``wql`` (GluonTS' mean weighted quantile loss). ``season_length``: MASE's season
+        (default: the data's frequency's, e.g. 24 for hourly data).
         """
         predictor, levels = self._predictor("evaluate"), check_levels(level)
         require_calibration(predictor, levels)  # before the data is read
+        season_length_of(None, season_length)  # checked before the data is read
         panel = self._evaluation_panel(data, borders, data_options)
         if split == "test" and panel.window_count(split) == 0:
             refuse_empty_test_split(fitted=data is None and borders is None and not data_options,
                                     refit=bool(self.fit_result_.get("refit")))
-        return predictor.evaluate(panel, split, self.training.batch_size, levels)
+        return predictor.evaluate(panel, split, self.training.batch_size, levels, season_length=season_length)
 
     def calibrate(self, data: Any = None, *, split: str = "val", borders: Any = None, **data_options: Any) -> Forecaster:
         """Compute the calibration of ``level=`` intervals on the windows of ``split`` of ``data``
@@ -266,7 +270,7 @@ class Forecaster:
         return self
 
     def backtest(self, data: Any = None, n_windows: int = 5, step: int | None = None, *, level: Any = None,
-                 **data_options: Any) -> pd.DataFrame:
+                 season_length: int | None = None, **data_options: Any) -> pd.DataFrame:
         """Rolling-origin forecasts without refitting, as a long frame with a ``cutoff`` column.
 
         The last window's forecast ends at the last row of ``data`` (without ``data``: of the training
@@ -275,17 +279,19 @@ class Forecaster:
         ``forecast`` (names follow the input's long layout; defaults ``id``, ``date``, ``value``).
         With ``quantiles``, ``forecast`` is the median and ``forecast_q0.1``, ... hold the levels.
         ``level=[80, 95]`` adds the calibrated intervals ``forecast-lo-80``, ``forecast-hi-80``, ...
-        (see :meth:`predict`).
+        (see :meth:`predict`). ``attrs["scores"]`` holds the windows' scores (as :meth:`evaluate`'s).
         """
         predictor = self._predictor("backtest")
         step, levels = window_step(n_windows, step, self.horizon), check_levels(level)
         require_calibration(predictor, levels)
+        season_length_of(None, season_length)  # checked before the data is read
         rows, input_options = rolling_rows(predictor, self.panel_, data, data_options)
-        return backtest_rows(predictor, rows, n_windows=n_windows, step=step, input_options=input_options, levels=levels)
+        return backtest_rows(predictor, rows, n_windows=n_windows, step=step, input_options=input_options, levels=levels,
+                             season_length=season_length)
 
     def cross_validation(self, data: Any = None, n_windows: int = 3, step: int | None = None,
                          refit: bool | int = False, level: Sequence[float] | None = None,
-                         **data_options: Any) -> pd.DataFrame:
+                         season_length: int | None = None, **data_options: Any) -> pd.DataFrame:
         """Rolling-origin forecasts in neuralforecast's ``cross_validation`` shape, optionally retraining.
 
         A long frame with one row per forecast timestamp, variate and cutoff: id, time, ``cutoff``,
@@ -304,6 +310,7 @@ class Forecaster:
         step = window_step(n_windows, step, self.horizon)
         if not every:
             require_calibration(predictor, levels)
+        season_length_of(None, season_length)  # checked before the data is read
         # Each window's model trains as fit trained this one: its config, its refit, calibrated for level=.
         estimator, again = self._estimator.keeping(self.model_config), bool(self.fit_result_.get("refit", False))
 
@@ -312,7 +319,7 @@ class Forecaster:
 
         rows, input_options = rolling_rows(predictor, self.panel_, data, data_options)
         return rolling_forecasts(predictor, rows, n_windows=n_windows, step=step, every=every, train=train,
-                                 input_options=input_options, levels=levels)
+                                 input_options=input_options, levels=levels, season_length=season_length)
 
     def plot(self, data: Any = None, *, truth: Any = None, variates: Sequence[str] | None = None,
              history_steps: int | None = None, path: str | Path | None = None, ax=None, level: Any = None,

@@ -306,3 +306,20 @@ def test_entities_are_scored_each_on_its_own_scale_and_pooled_as_documented(stor
     pooled = frame.attrs["scores"]
     assert sorted(pooled["entities"]) == ["a", "b", "c"] and pooled["windows"] == 6
     assert pooled["mase"] == pytest.approx(np.mean([pooled["entities"][s]["mase"] for s in "abc"]), rel=1e-12)
+
+
+def test_the_forecaster_takes_the_season_of_mase_and_checks_it_before_reading_data(stores_model):
+    """``season_length=`` on evaluate / backtest / cross_validation: the scale of MASE follows it (a
+    daily season of hourly rows against the last value's scale), and a bad one is refused by name."""
+    scores, naive_scaled = stores_model.evaluate(), stores_model.evaluate(season_length=1)
+    for store, series in zip(stores_model.panel_.entities, stores_model.panel_.series):
+        truth, point, _ = window_by_window(stores_model.predictor.for_entity(store), series, "test")
+        train_start, train_end = series.borders["train"]
+        scale = slow_seasonal_scale(series.values[train_start:train_end], 1)
+        assert naive_scaled["entities"][store]["mase"] == pytest.approx(slow_scores(truth, point, scale)["mase"], rel=1e-6)
+    assert naive_scaled["mase"] != pytest.approx(scores["mase"])
+    assert stores_model.backtest(n_windows=1, season_length=1).attrs["scores"]["mase"] != pytest.approx(
+        stores_model.backtest(n_windows=1).attrs["scores"]["mase"])
+    for method in (stores_model.evaluate, stores_model.backtest, stores_model.cross_validation):
+        with pytest.raises(ConfigError, match="season_length"):
+            method("no/such/file.csv", season_length=0)  # refused before the (missing) file is read
