@@ -223,3 +223,15 @@ def test_a_step_budget_without_validation_trains_every_step_and_keeps_the_last(t
     assert "val_loss" not in pd.read_csv(tmp_path / "logs" / "metrics.csv").columns
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
     assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+
+
+def test_forecaster_keywords_train_a_step_budget_and_the_warning_points_at_the_callers_line():
+    from damcha_ts import Forecaster
+
+    forecaster = Forecaster("itransformer_mha", horizon=HORIZON, lookback=LOOKBACK, d_model=16, d_ff=16, n_heads=2,
+                            e_layers=1, batch_size=16, learning_rate=1e-3, max_steps=40, val_check_steps=20,
+                            lr_schedule="warmup_cosine", warmup_fraction=0.1, lr_floor=0.1,
+                            trainer_kwargs={"enable_progress_bar": False})
+    with pytest.warns(ConvergenceWarning, match=r"still improving at step 40 of max_steps=40: raise max_steps") as caught:
+        forecaster.fit(hourly_frame("cycles"))
+    assert [w.filename for w in caught if issubclass(w.category, ConvergenceWarning)] == [__file__]
