@@ -235,3 +235,14 @@ def test_forecaster_keywords_train_a_step_budget_and_the_warning_points_at_the_c
     with pytest.warns(ConvergenceWarning, match=r"still improving at step 40 of max_steps=40: raise max_steps") as caught:
         forecaster.fit(hourly_frame("cycles"))
     assert [w.filename for w in caught if issubclass(w.category, ConvergenceWarning)] == [__file__]
+
+
+def test_warmup_cosine_under_an_epoch_budget_spans_all_the_epochs_steps(tmp_path):
+    lr = 1e-3
+    result, _, _, _ = fit("cycles", tmp_path, max_epochs=2, learning_rate=lr, lr_schedule="warmup_cosine",
+                          lr_floor=0.5, patience=5)
+    total = result.trainer.global_step  # every step of both epochs: the cosine's length
+    assert total == 2 * result.trainer.num_training_batches
+    logged = pd.read_csv(tmp_path / "logs" / "metrics.csv").dropna(subset=["lr-AdamW/default"])
+    expected = [lr * (0.5 + 0.5 * 0.5 * (1 + math.cos(math.pi * s / (total - 1)))) for s in logged["step"]]
+    assert logged["step"].max() == total - 1 and logged["lr-AdamW/default"].tolist() == pytest.approx(expected, rel=1e-6)
