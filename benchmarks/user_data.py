@@ -361,12 +361,25 @@ def run(datasets: list[str] | None, models: list[str] | None, force: bool) -> No
 
 
 # ---------------------------------------------------------------- report
+def training_steps(record: dict) -> str | None:
+    """Optimiser steps a trained model took: "steps (best epoch b of e)" for ours, "steps" for neuralforecast."""
+    details = record.get("details", {})
+    if "fit_result" in details:
+        fit = details["fit_result"]
+        steps = int(fit.get("epochs_run", 0) * fit.get("train_batches_per_epoch", 0))
+        return f"{steps} (best epoch {fit.get('best_epoch', 0) + 1} of {fit.get('epochs_run')})"
+    if details.get("last_trajectory_step") is not None:
+        return str(details["last_trajectory_step"] + 1)
+    return None
+
+
 def read_cells() -> tuple[pd.DataFrame, dict]:
-    """(the scored cells: dataset, model, mase, z_mse, seconds; {(dataset, model): error} of the failed ones)."""
+    """(the scored cells: dataset, model, mase, z_mse, seconds, steps; {(dataset, model): error} of the failed ones)."""
     rows = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("*.json"))]
     failed = {(r["dataset"], r["model"]): r["error"] for r in rows if "error" in r}
-    scored = [{k: r[k] for k in ("dataset", "model", "mase", "z_mse", "seconds")} for r in rows if "error" not in r]
-    return pd.DataFrame(scored, columns=["dataset", "model", "mase", "z_mse", "seconds"]), failed
+    columns = ["dataset", "model", "mase", "z_mse", "seconds"]
+    scored = [{**{k: r[k] for k in columns}, "steps": training_steps(r)} for r in rows if "error" not in r]
+    return pd.DataFrame(scored, columns=[*columns, "steps"]), failed
 
 
 def geometric_mean(values) -> float:
@@ -403,6 +416,11 @@ def report_tables(cells: pd.DataFrame, config: dict, ours: str = "damcha_ts_defa
            *markdown_table(secs, lambda v: ".2f" if v < 10 else ".0f"), "",
            "## z-MSE (each series z-scored with its training rows' mean and std)", "",
            *markdown_table(zmse, lambda v: ".4f")]
+    if "steps" in cells and cells["steps"].notna().any():
+        trained = [m for m in models if cells.loc[cells["model"] == m, "steps"].notna().any()]
+        steps = pivot("steps")[trained]
+        out += ["", "## Optimiser steps taken (ours: epochs × batches per epoch, and the epoch that early stopping kept)", "",
+                *markdown_table(steps, lambda v: "")]
     if ours in mase:
         out += ["", f"## {ours}: MASE ratio to each reference (< 1: ours is better)", "",
                 "| dataset | / SeasonalNaive | / Naive | / AutoETS | / best peer | best peer |", "|---|---:|---:|---:|---:|---|"]
