@@ -216,3 +216,24 @@ def test_the_command_line_sizes_a_csv_model_as_fit_does(weekly, tmp_path):
     args = build_parser().parse_args(["fit", "--data", "ETTh1", "--model", "itransformer_damcha", "--horizon", "96",
                                       "--out", str(tmp_path / "b")])
     assert resolve_cli_config(args)[0].model_dict()["d_model"] == 256  # the official ETTh1 config
+
+
+def test_a_yearly_series_fits_with_no_time_marks():
+    """GluonTS has no calendar features for yearly data: the marks are [T, 0] and every family still
+    fits (before: ConfigError "GluonTS gives no time features for it" from a plain yearly frame)."""
+    import numpy as np
+    import pandas as pd
+
+    from damcha_ts import Forecaster
+
+    rng = np.random.default_rng(0)
+    years = pd.date_range("1700-01-01", periods=200, freq="YS")
+    frame = pd.DataFrame({"date": years, "sunspots": 50 + 40 * np.sin(np.arange(200) * 2 * np.pi / 11)
+                          + rng.normal(0, 5, 200)})
+    for model in ("itransformer_damcha", "gateformer_mha"):
+        fitted = Forecaster(model, horizon=6, lookback=22, max_epochs=1, d_model=16, n_heads=2, e_layers=1,
+                            d_ff=16, trainer_kwargs={"enable_progress_bar": False, "logger": False}).fit(frame)
+        assert fitted.panel_.series[0].mark_names == []
+        forecast = fitted.predict()
+        assert forecast.shape == (6, 1) and np.isfinite(forecast.to_numpy()).all()
+        assert forecast.index[0] == pd.Timestamp("1900-01-01")

@@ -244,7 +244,8 @@ def time_features(timestamps: pd.DatetimeIndex, freq: str = "h") -> tuple[np.nda
 
     For ``freq="h"`` (the benchmark convention for every dataset, protocol.md §1.4) these are
     HourOfDay, DayOfWeek, DayOfMonth and DayOfYear, each scaled to [-0.5, 0.5]. Other
-    frequencies use GluonTS's choice for that frequency (e.g. 5 features for minutes, 3 for days).
+    frequencies use GluonTS's choice for that frequency (e.g. 5 features for minutes, 3 for days;
+    none for yearly data: marks [T, 0]).
     """
     from gluonts.time_feature import (
         day_of_month,
@@ -263,8 +264,8 @@ def time_features(timestamps: pd.DatetimeIndex, freq: str = "h") -> tuple[np.nda
             functions = time_features_from_frequency_str(freq)
         except (RuntimeError, ValueError) as exc:
             raise ConfigError(f"time_features_freq={freq!r}: GluonTS has no time features for it") from exc
-    if not functions:
-        raise ConfigError(f"time_features_freq={freq!r}: GluonTS gives no time features for it; use 'h' or a finer one")
+    if not functions:  # yearly data: a calendar position within the period does not exist
+        return np.zeros((len(timestamps), 0), dtype=np.float32), []
     marks = np.stack([np.asarray(fn(timestamps), dtype=np.float64) for fn in functions], axis=1)
     return marks.astype(np.float32), [fn.__name__ for fn in functions]
 
