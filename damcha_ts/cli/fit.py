@@ -64,7 +64,8 @@ def register(subparsers) -> None:
     source.add_argument("--config", help="run config: YAML path or shipped name such as itransformer_damcha/etth1")
     source.add_argument("--data", help="benchmark name or CSV path (without --config)")
     source.add_argument("--model", help="itransformer_mha, itransformer_damcha, gateformer_mha, gateformer_damcha, "
-                        "or a variant such as itransformer_damcha_static")
+                        "a variant such as itransformer_damcha_static, or a baseline: naive, seasonal_naive, "
+                        "window_mean, drift, linear")
     source.add_argument("--horizon", "--pred-len", dest="horizon", type=int,
                         help="forecast horizon H (picks per-horizon config sections)")
     source.add_argument("--lookback", "--seq-len", dest="lookback", type=int,
@@ -116,37 +117,47 @@ def resolve_cli_config(args: argparse.Namespace):
 
 
 def _data_sized(run, source, args: argparse.Namespace, updates: dict):
-    """(the run, its prepared data or None): ``--data FILE --model NAME``: the model size keys not
-    given by ``--set`` follow the data, as in ``Forecaster.fit`` (:func:`damcha_ts.models.sizing.data_sized`)."""
-    from damcha_ts.models.sizing import SIZE_KEYS, size_for_series
+    """(the run, its prepared data or None): ``--data FILE --model NAME``: the model keys not given
+    by ``--set`` that the data decides (sizes, a seasonal model's season) follow it, as in
+    ``Forecaster.fit`` (:func:`damcha_ts.models.sizing.decided_by_data`)."""
+    from damcha_ts.models.sizing import SIZE_KEYS, decided_by_data
     from damcha_ts.training import RunConfig
+    from damcha_ts.training.config import model_keys
     from damcha_ts.training.config_files import parse_override
 
     given = {key: value for (section, key), value in map(parse_override, args.overrides) if section == "model"}
-    if all(key in given for key in SIZE_KEYS):
+    keys = model_keys(run.model_name)
+    if all(key in given for key in SIZE_KEYS if key in keys) and ("season_length" not in keys or "season_length" in given):
         return run, None
-    panel = run.data.prepare()  # the sizes change the model section only: the run trains on this panel
-    sized = size_for_series(panel, given)
-    updates = {**updates, "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sized.items()}}
+    panel = run.data.prepare()  # the decided keys change the model section only: the run trains on this panel
+    decided = decided_by_data(panel, given, keys)
+    updates = {**updates, "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in decided.items()}}
     return RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides), panel
 
 
 def default_config(data: str, model: str) -> dict:
     """The official config of a benchmark when shipped, else the family's protocol defaults."""
-    from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES, known_model_name, resolve_variant
+    from damcha_ts.models.registry import (
+        BASELINES,
+        MODEL_NAMES,
+        VARIANT_NAMES,
+        known_model_name,
+        model_spec,
+        resolve_variant,
+    )
     from damcha_ts.training.config import CONFIG_ROOT, official_config_name
 
     if not known_model_name(model):
-        raise ConfigError(f"--model {model!r} is not one of {', '.join(MODEL_NAMES + VARIANT_NAMES)}")
+        raise ConfigError(f"--model {model!r} is not one of {', '.join(MODEL_NAMES + VARIANT_NAMES + tuple(BASELINES))}")
     base = resolve_variant(model)[0]  # a variant: its base model's official config, then its presets
     if is_benchmark_name(data) and not Path(data).is_file():
         official = official_config_name(base, get_spec(data).name)
         if official is not None:
             variant = {"model": {"name": model}} if model != base else {}
             return {"extends": str(CONFIG_ROOT / f"{official}.yaml"), **variant}
-    family = model.partition("_")[0]
+    family = model_spec(base).family
     config = {
-        "extends": str(CONFIG_ROOT / "_base" / f"{family}.yaml"),
+        "extends": str(CONFIG_ROOT / "_base" / ("baselines.yaml" if family in BASELINES else f"{family}.yaml")),
         # A file by its absolute path: the saved model and config then work from any folder.
         "data": {"dataset": str(Path(data).expanduser().resolve()) if Path(data).expanduser().is_file() else data},
         "model": {"name": model},
@@ -323,11 +334,17 @@ def run(args: argparse.Namespace) -> int:
         f"{result['model']} on {result['dataset']} H={result['horizon']}: test MSE {result['mse']:.4f}  "
         f"MAE {result['mae']:.4f} over {result['test_windows']} windows "
         f"(original scale: MSE {result['mse_inverse']:.4f}  MAE {result['mae_inverse']:.4f})\n"
-        f"best epoch {result['best_epoch'] + 1} of {result['epochs_run']}, val loss {result['best_val_loss']:.4f}, "
-        f"{_seconds_per_epoch(result)}, {result['n_params']:,} parameters\n"
+        f"{_training_line(result)}\n"
         f"written to {out_dir}"
     ))
     return 0
+
+
+def _training_line(result: dict) -> str:
+    if result["n_params"] == 0:  # a fixed rule (naive, seasonal_naive, ...): nothing was trained
+        return f"a fixed rule, nothing to train: val loss {result['best_val_loss']:.4f}"
+    return (f"best epoch {result['best_epoch'] + 1} of {result['epochs_run']}, val loss {result['best_val_loss']:.4f}, "
+            f"{_seconds_per_epoch(result)}, {result['n_params']:,} parameters")
 
 
 def _seconds_per_epoch(result: dict) -> str:

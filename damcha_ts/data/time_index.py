@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from damcha_ts.errors import ConfigError, DataError
+from damcha_ts.schema import positive_int
 
 
 class Place:
@@ -91,3 +92,21 @@ def inferred_freq(index: pd.DatetimeIndex, place: Place) -> str:
         raise DataError(f"{place.label}: {len(index)} timestamp(s) are too few to tell the frequency; pass freq=...")
     # Irregular but allowed: the most common step stands for the frequency.
     return pd.tseries.frequencies.to_offset(pd.Timedelta(_modal_step(np.diff(index.asi8)))).freqstr
+
+
+def season_length_of(freq: str | None, season_length: int | None = None) -> int:
+    """The season ``m`` of a frequency (MASE's seasonal naive scale, the ``seasonal_naive`` model):
+    ``season_length`` when given (checked: ConfigError naming it), else gluonts'
+    ``get_seasonality(freq)`` (24 hourly, 48 half-hourly, 7 daily, 12 monthly...); 1 without one."""
+    if season_length is not None:
+        return positive_int(season_length, "season_length", "a positive integer (rows per season) or None")
+    if not freq:
+        return 1
+    from gluonts.time_feature import get_seasonality
+
+    with warnings.catch_warnings():  # pandas' deprecated aliases ('H', 'T') still name the same season
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            return int(get_seasonality(str(freq)))
+        except ValueError:  # not a pandas offset (a custom index): no known season
+            return 1

@@ -92,7 +92,7 @@ class Estimator:
         TrainingConfig field go to it, every other key to the model config; ConfigError for invalid
         values or unknown keys."""
         from damcha_ts.models.quantiles import validate_quantiles
-        from damcha_ts.models.registry import model_spec, resolve_model_config
+        from damcha_ts.models.registry import check_takes_quantiles, model_spec, resolve_model_config
 
         for name, value in (("horizon", horizon), ("lookback", lookback)):
             positive_int(value, name)
@@ -105,6 +105,8 @@ class Estimator:
             "quantiles": None if levels is None else list(levels), **training_options,
         })
         model_spec(model, where="model")  # named as the constructor's argument
+        if levels is not None:
+            check_takes_quantiles(model)
         config = resolve_model_config({"name": model, **model_options, "seq_len": int(lookback), "pred_len": int(horizon)})
         flags = {name: _flag(value, name) for name, value in (("verbose", verbose), ("nonnegative", nonnegative))}
         return cls(config, {"name": model, **model_options}, training, flags["nonnegative"],
@@ -122,19 +124,20 @@ class Estimator:
         return None if self.training.quantiles is None else tuple(self.training.quantiles)
 
     def sized_config(self, panel) -> dict:
-        """The model config to train on ``panel``: on user data, the size keys not given chosen
-        from it (:func:`damcha_ts.models.sizing.size_for_series`); a benchmark keeps the config."""
+        """The model config to train on ``panel``: what the config leaves open and the data decides
+        (:func:`damcha_ts.models.sizing.decided_by_data`: on user data the size keys not given, a
+        seasonal model's season); a benchmark keeps its sizes."""
         from damcha_ts.models.base import COVARIATE_KINDS
-        from damcha_ts.models.registry import resolve_model_config
-        from damcha_ts.models.sizing import SIZE_KEYS, size_for_series
+        from damcha_ts.models.registry import model_spec, resolve_model_config
+        from damcha_ts.models.sizing import decided_by_data
 
-        if panel.dataset is not None or all(key in self.given_model for key in SIZE_KEYS):
+        options = {k: v for k, v in self.given_model.items() if k != "name"}
+        decided = decided_by_data(panel, options, model_spec(self.given_model["name"]).keys, size=panel.dataset is None)
+        if not decided:
             # An earlier fit's covariate counts are not this data's: the data sets them again.
             return {**self.model_config, **{f"{kind}_covariates": 0 for kind in COVARIATE_KINDS}}
-        options = {k: v for k, v in self.given_model.items() if k != "name"}
-        sized = {**options, **size_for_series(panel, options)}
         lengths = {"seq_len": self.model_config["seq_len"], "pred_len": self.model_config["pred_len"]}
-        return resolve_model_config({"name": self.given_model["name"], **sized, **lengths})
+        return resolve_model_config({"name": self.given_model["name"], **options, **decided, **lengths})
 
     def keeping(self, model_config: Mapping[str, Any]) -> Estimator:
         """This estimator training exactly ``model_config`` (every key given: no sizing), as the

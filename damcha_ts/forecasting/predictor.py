@@ -114,7 +114,9 @@ class Predictor:
 
     @property
     def device(self):
-        return next(self.model.parameters()).device
+        from damcha_ts.models.base import model_device  # torch: loaded with a model
+
+        return model_device(self.model)
 
     def future_timestamps(self, last: pd.Timestamp) -> pd.DatetimeIndex:
         """The ``horizon`` timestamps after ``last`` at the fitted frequency."""

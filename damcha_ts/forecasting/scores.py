@@ -27,34 +27,16 @@ every entity, ``rmse`` the root of the pooled squared error.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
-from damcha_ts.schema import positive_int
+from damcha_ts.data.time_index import season_length_of  # noqa: F401  (the season of the scores)
 
 #: Scores that are ratios per series: pooled as the mean over entities.
 RATIO_SCORES = ("mase", "scaled_crps", "scaled_crps_intervals")
 #: The key of the point forecast in gluonts.ev's data (its default forecast type for MASE, sMAPE).
 POINT = "0.5"
-
-
-def season_length_of(freq: str | None, season_length: int | None = None) -> int:
-    """The season ``m`` of MASE's seasonal naive scale: ``season_length`` when given (checked:
-    ConfigError naming it), else gluonts' ``get_seasonality(freq)``; 1 without a frequency."""
-    if season_length is not None:
-        return positive_int(season_length, "season_length", "a positive integer (rows per season) or None")
-    if not freq:
-        return 1
-    from gluonts.time_feature import get_seasonality
-
-    with warnings.catch_warnings():  # pandas' deprecated aliases ('H', 'T') still name the same season
-        warnings.simplefilter("ignore", FutureWarning)
-        try:
-            return int(get_seasonality(str(freq)))
-        except ValueError:  # not a pandas offset (a custom index): no known season
-            return 1
 
 
 def seasonal_scale(values: np.ndarray, season: int) -> np.ndarray:

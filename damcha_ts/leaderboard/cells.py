@@ -229,9 +229,8 @@ def save_prediction_sample(config: dict, run_dir: Path) -> Path:
     m_i, averaged over up to 64 test windows) and, with the "full" parameterisation, ``full_metric``
     [D, D] (the cross-head metric M, averaged likewise).
     """
-    from damcha_ts.training.artifacts import load_model_dir
+    from damcha_ts.training.artifacts import MODEL_DIR, load_model_dir
     from damcha_ts.training.config import DataConfig
-    from damcha_ts.training.artifacts import MODEL_DIR
 
     loaded = load_model_dir(run_dir / MODEL_DIR)
     model = loaded.model.eval()
@@ -252,7 +251,8 @@ def save_prediction_sample(config: dict, run_dir: Path) -> Path:
         "start": np.array(starts),
         "columns": np.array(series.columns),
     }
-    if config["model"][model_spec(config["model"]["name"]).attention_field] == "damcha":
+    switch = model_spec(config["model"]["name"]).attention_field  # None: a baseline, no attention
+    if switch is not None and config["model"][switch] == "damcha":
         probe = test.batch(torch.linspace(0, n_windows - 1, min(METRIC_WINDOWS, n_windows)).round().long())
         with torch.no_grad():
             maps = model.attention_maps(probe["x"], probe["x_mark"])

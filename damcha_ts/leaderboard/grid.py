@@ -59,7 +59,14 @@ from damcha_ts.errors import ConfigError
 from damcha_ts.leaderboard.grid_values import canonical_dataset, int_list, optional_mapping, row_name, str_list
 from damcha_ts.leaderboard.paths import safe_name
 from damcha_ts.leaderboard.targets import ReportTargets, parse_targets
-from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES, VARIANTS, known_model_name, resolve_variant
+from damcha_ts.models.registry import (
+    BASELINE_NAMES,
+    MODEL_NAMES,
+    VARIANT_NAMES,
+    VARIANTS,
+    known_model_name,
+    resolve_variant,
+)
 from damcha_ts.schema import SHIPPED_ROOT, load_shipped, reject_unknown_keys
 
 # Naive forecasts are deterministic; their rows carry this seed so every row has one.
@@ -70,6 +77,8 @@ GRID_KEYS = ("name", "description", "horizons", "seeds", "naive", "overrides", "
 MODEL_KEYS = ("name", "label", "config", "overrides", "seeds")
 # The shipped per-dataset run configs (written for the training code): configs/<model>/<dataset>.yaml
 DEFAULT_MODEL_CONFIG = "configs/{model}/{dataset_lower}.yaml"
+# The baselines share one config per dataset; a grid entry names its baseline by a model.name override.
+BASELINE_CONFIG = "configs/baselines/{dataset_lower}.yaml"
 DATASET_KEYS = ("seeds",)
 
 
@@ -255,16 +264,18 @@ def _parse_models(raw_models, path: Path) -> tuple[ModelEntry, ...]:
             raise ConfigError(f"{where}: expected a mapping with at least 'name'")
         reject_unknown_keys(entry, MODEL_KEYS, f"models[{index}]", source=str(path))
         if not known_model_name(entry.get("name")):
-            raise ConfigError(f"{where}: name {entry.get('name')!r} is not one of {list(MODEL_NAMES + VARIANT_NAMES)}")
+            raise ConfigError(f"{where}: name {entry.get('name')!r} is not one of "
+                              f"{list(MODEL_NAMES + VARIANT_NAMES + BASELINE_NAMES)}")
         # A variant is its base model (whose configs it uses) with its presets as the first overrides:
         # the same cells, and hashes, as the base name with those overrides written out.
         base = resolve_variant(entry["name"])[0]
         presets = VARIANTS[entry["name"]].overrides() if base != entry["name"] else ()
+        default_config = BASELINE_CONFIG if base in BASELINE_NAMES else DEFAULT_MODEL_CONFIG
         models.append(
             ModelEntry(
                 name=base,
                 label=safe_name(entry.get("label", entry["name"]), f"{where}.label"),
-                config=_check_template(str(entry.get("config", DEFAULT_MODEL_CONFIG)), f"{where}.config"),
+                config=_check_template(str(entry.get("config", default_config)), f"{where}.config"),
                 overrides=(*presets, *str_list(entry.get("overrides"), f"{where}.overrides")),
                 seeds=int_list(entry["seeds"], f"{where}.seeds") if "seeds" in entry else None,
             )

@@ -8,7 +8,7 @@ import math
 from damcha_ts.baselines import METHODS as NAIVE_METHODS
 from damcha_ts.data.registry import get_spec
 from damcha_ts.errors import ConfigError
-from damcha_ts.models.registry import MODEL_NAMES, VARIANT_NAMES
+from damcha_ts.models.registry import BASELINE_NAMES, MODEL_NAMES, VARIANT_NAMES
 from damcha_ts.schema import yaml_number
 
 
@@ -58,8 +58,8 @@ def dataset_list(value, where: str, allow_empty: bool = False) -> tuple[str, ...
 
 def row_name(value, where: str) -> str:
     """A row some grid produces by default: a model name or a naive method."""
-    if value not in (*MODEL_NAMES, *VARIANT_NAMES, *NAIVE_METHODS):
-        raise ConfigError(f"{where} {value!r} is not one of {[*MODEL_NAMES, *VARIANT_NAMES, *NAIVE_METHODS]}")
+    if value not in (*MODEL_NAMES, *VARIANT_NAMES, *BASELINE_NAMES, *NAIVE_METHODS):
+        raise ConfigError(f"{where} {value!r} is not one of {[*MODEL_NAMES, *VARIANT_NAMES, *BASELINE_NAMES, *NAIVE_METHODS]}")
     return value
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor, nn
 
 from damcha_ts.data.options import ProtocolOptions
@@ -75,6 +77,12 @@ class Covariates:
 def count_parameters(model: nn.Module) -> int:
     """Number of trainable scalars; a module shared by several layers is counted once."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where ``model``'s tensors are (a baseline without any: the CPU)."""
+    tensor = next(itertools.chain(model.parameters(), model.buffers()), None)
+    return torch.device("cpu") if tensor is None else tensor.device
 
 
 class ForecastModel(nn.Module):

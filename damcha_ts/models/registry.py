@@ -8,7 +8,9 @@ tuning, GluonTS) names, validates and builds models through this file.
 A full name (``itransformer_damcha``) picks the family and sets its attention switch (``attention``
 for iTransformer, ``variate_attention`` for Gateformer); a bare family name (``itransformer``) leaves
 the switch to the explicit keys. ``asdict(model.config) | {"name": model.name}`` rebuilds the model.
-A new family is one more ``ModelSpec`` in ``FAMILIES``.
+A new family is one more ``ModelSpec`` in ``FAMILIES``. The baselines (``BASELINES``: ``naive``,
+``seasonal_naive``, ``window_mean``, ``drift``, ``linear``; models/baselines.py) are families without an
+attention switch, named by the family alone; the leaderboard's MHA/DAMCHA tables iterate ``FAMILIES`` only.
 
 A *variant* (``VARIANTS``) is a name for a full name with some keys preset, e.g.
 ``itransformer_damcha_static`` = ``itransformer_damcha`` with ``static_metric=True`` (the DAMCHA
@@ -28,6 +30,18 @@ from typing import Any
 from damcha_ts.errors import ConfigError
 from damcha_ts.models.attention_config import ATTENTION_KINDS
 from damcha_ts.models.base import ForecastModel
+from damcha_ts.models.baselines import (
+    Drift,
+    DriftConfig,
+    Linear,
+    LinearConfig,
+    Naive,
+    NaiveConfig,
+    SeasonalNaive,
+    SeasonalNaiveConfig,
+    WindowMean,
+    WindowMeanConfig,
+)
 from damcha_ts.models.gateformer import Gateformer, GateformerConfig
 from damcha_ts.models.itransformer import ITransformer, ITransformerConfig
 from damcha_ts.models.quantiles import QuantileForecastModel, validate_quantiles
@@ -37,15 +51,19 @@ from damcha_ts.schema import reject_unknown_keys
 @dataclass(frozen=True)
 class ModelSpec:
     """One model family: its config dataclass, its model class, and the config field that the
-    attention suffix of a model name sets."""
+    attention suffix of a model name sets (None: a baseline, named by its family alone).
+    ``trained=False``: a fixed rule with nothing to learn (fitting scores it on validation)."""
 
     family: str
     config_class: type
     model_class: type
-    attention_field: str
+    attention_field: str | None = None
+    trained: bool = True
 
     @property
     def names(self) -> tuple[str, ...]:
+        if self.attention_field is None:
+            return (self.family,)
         return tuple(f"{self.family}_{kind}" for kind in ATTENTION_KINDS)
 
     @property
@@ -61,7 +79,13 @@ class ModelSpec:
 
     def canonical_name(self, config) -> str:
         """The full name of a built config: ``itransformer`` + ``attention="damcha"`` -> ``itransformer_damcha``."""
+        if self.attention_field is None:
+            return self.family
         return f"{self.family}_{getattr(config, self.attention_field)}"
+
+    def attention_kind(self, name: str) -> str:
+        """The attention suffix of a full name of this family (``""`` for the bare family name)."""
+        return "" if self.attention_field is None or name == self.family else name[len(self.family) + 1:]
 
 
 FAMILIES = {
@@ -72,6 +96,19 @@ FAMILIES = {
     )
 }
 MODEL_NAMES = tuple(name for spec in FAMILIES.values() for name in spec.names)
+BASELINES = {
+    spec.family: spec
+    for spec in (
+        ModelSpec("naive", NaiveConfig, Naive, trained=False),
+        ModelSpec("seasonal_naive", SeasonalNaiveConfig, SeasonalNaive, trained=False),
+        ModelSpec("window_mean", WindowMeanConfig, WindowMean, trained=False),
+        ModelSpec("drift", DriftConfig, Drift, trained=False),
+        ModelSpec("linear", LinearConfig, Linear),
+    )
+}
+BASELINE_NAMES = tuple(BASELINES)
+# Every name a model config may carry: full names, bare family names and baselines.
+_SPECS = {name: spec for spec in (*FAMILIES.values(), *BASELINES.values()) for name in (*spec.names, spec.family)}
 
 
 @dataclass(frozen=True)
@@ -105,8 +142,8 @@ VARIANT_NAMES = tuple(VARIANTS)
 
 
 def known_model_name(name: Any) -> bool:
-    """Whether ``name`` is a full model name or a variant name (what ``--model`` and grids accept)."""
-    return name in MODEL_NAMES or name in VARIANTS
+    """Whether ``name`` is a full model name, a baseline or a variant name (what ``--model`` and grids accept)."""
+    return name in MODEL_NAMES or name in BASELINES or name in VARIANTS
 
 
 def resolve_variant(name: Any) -> tuple[Any, dict]:
@@ -116,18 +153,18 @@ def resolve_variant(name: Any) -> tuple[Any, dict]:
 
 
 def model_spec(name: Any, *, where: str = "model name") -> ModelSpec:
-    """The family of a full, bare or variant model name; ConfigError naming the valid ones otherwise."""
+    """The family of a full, bare, baseline or variant model name; ConfigError naming the valid ones otherwise."""
     name = resolve_variant(name)[0]
-    family = str(name).partition("_")[0]
-    if name not in MODEL_NAMES and name not in FAMILIES:
-        close = difflib.get_close_matches(str(name), MODEL_NAMES + VARIANT_NAMES, n=2)
+    spec = _SPECS.get(name) if isinstance(name, str) else None
+    if spec is None:
+        close = difflib.get_close_matches(str(name), MODEL_NAMES + VARIANT_NAMES + BASELINE_NAMES, n=2)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        valid = ", ".join(MODEL_NAMES + tuple(FAMILIES) + VARIANT_NAMES)
+        valid = ", ".join(MODEL_NAMES + tuple(FAMILIES) + VARIANT_NAMES + BASELINE_NAMES)
         raise ConfigError(f"unknown {where} {name!r}{hint}; valid names: {valid}")
-    return FAMILIES[family]
+    return spec
 
 
-def make_config(config: Mapping | str, **overrides) -> ITransformerConfig | GateformerConfig:
+def make_config(config: Mapping | str, **overrides):
     """The validated config dataclass for a name or a ``{"name": ..., **hyperparameters}`` mapping."""
     values = {"name": config} if isinstance(config, str) else dict(config)
     values.update(overrides)
@@ -135,7 +172,7 @@ def make_config(config: Mapping | str, **overrides) -> ITransformerConfig | Gate
     name, presets = resolve_variant(given)
     spec = model_spec(name)
     reject_unknown_keys(values, spec.keys, "")
-    kind = str(name).partition("_")[2]
+    kind = spec.attention_kind(str(name))
     if kind:
         switch = spec.attention_field
         if values.get(switch, kind) != kind:
@@ -158,7 +195,7 @@ def resolve_model_config(config: Mapping | str, **overrides) -> dict:
 
 def spec_of(model_config) -> ModelSpec:
     """The family of a config dataclass."""
-    return next(spec for spec in FAMILIES.values() if isinstance(model_config, spec.config_class))
+    return next(spec for spec in (*FAMILIES.values(), *BASELINES.values()) if type(model_config) is spec.config_class)
 
 
 def build_model(config: Mapping | str, *, quantiles: Sequence[float] | None = None, **overrides) -> ForecastModel:
@@ -168,8 +205,17 @@ def build_model(config: Mapping | str, *, quantiles: Sequence[float] | None = No
     model is built with ``pred_len = H·Q`` and wrapped (:class:`damcha_ts.models.quantiles.QuantileForecastModel`).
     """
     model_config = make_config(config, **overrides)
+    spec = spec_of(model_config)
     if quantiles is None:
-        return spec_of(model_config).model_class(model_config)
+        return spec.model_class(model_config)
+    check_takes_quantiles(spec.family)
     levels = validate_quantiles(quantiles)
     point_config = replace(model_config, pred_len=model_config.pred_len * len(levels))
     return QuantileForecastModel(spec_of(point_config).model_class(point_config), levels)
+
+
+def check_takes_quantiles(name: str) -> None:
+    """ConfigError for quantiles of a model with nothing to learn (a fixed-rule baseline)."""
+    if not model_spec(name, where="model").trained:
+        raise ConfigError(f"quantiles: {name} is a fixed rule with one forecast per step; its intervals come "
+                          "from calibration (level=), or train a model with quantiles")

@@ -25,7 +25,7 @@ multiple of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: The model-size keys :func:`data_sized` chooses (a Forecaster given all of them is never resized).
@@ -63,3 +63,17 @@ def size_for_series(series, given: Mapping[str, Any] | None = None) -> dict[str,
     """:func:`data_sized` for a prepared :class:`damcha_ts.data.SeriesData` (its model columns and
     training windows)."""
     return data_sized(series.n_variates, series.window_count("train"), given)
+
+
+def decided_by_data(series, given: Mapping[str, Any], accepted: Sequence[str], *, size: bool = True) -> dict[str, Any]:
+    """The model keys of a family (``accepted``) that the prepared ``series`` decides because
+    ``given`` leaves them open: the size keys (when the family has them and ``size``: user data)
+    and a seasonal model's ``season_length`` (its frequency's season). Empty: the config stands."""
+    from damcha_ts.data.time_index import season_length_of
+
+    decided: dict[str, Any] = {}
+    if size and set(SIZE_KEYS) <= set(accepted) and not all(key in given for key in SIZE_KEYS):
+        decided.update(size_for_series(series, given))
+    if "season_length" in accepted and given.get("season_length") is None:
+        decided["season_length"] = season_length_of(series.freq)
+    return decided

@@ -16,7 +16,7 @@ from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 from damcha_ts.data.protocol import scored_slice
 from damcha_ts.data.windows import keep_batch
 from damcha_ts.metrics import ErrorAccumulator
-from damcha_ts.models.base import Covariates
+from damcha_ts.models.base import Covariates, model_device
 from damcha_ts.models.quantiles import QuantileForecastModel
 
 
@@ -35,7 +35,7 @@ def evaluate_loader(
         nonnegative: score forecasts clipped at 0 on the original scale, as a
             ``Forecaster(nonnegative=True)`` forecasts (needs ``scaler``).
     """
-    device = torch.device(device) if device is not None else next(model.parameters()).device
+    device = torch.device(device) if device is not None else model_device(model)
     quantile_model = isinstance(model, QuantileForecastModel)
     was_training = model.training
     model.eval()

@@ -18,6 +18,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_info, rank_zero_only
 from damcha_ts.data import ForecastDataModule
 from damcha_ts.data.registry import DataWarning
 from damcha_ts.errors import ConfigError
+from damcha_ts.models import count_parameters
 from damcha_ts.training.callbacks import EpochTimer
 from damcha_ts.training.checkpoints import restore_log_history, resume_point, set_log_aside
 from damcha_ts.training.config import TrainingConfig
@@ -130,6 +131,8 @@ def fit_series(
         series, batch_size=training.batch_size, num_workers=training.num_workers, seed=training.seed
     )
     module = ForecastModule(with_covariate_counts(model_config, series), training, target_only=series.target_only)
+    if count_parameters(module.model) == 0:  # a fixed rule (models/baselines.py): nothing to learn
+        return _validated_only(trainer, module, datamodule, validate)
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     finally:  # a resumed fit stopped or failed too: logs/metrics.csv holds every epoch again
@@ -155,6 +158,17 @@ def _take_over_folders(out_dir: Path, *, resumed: bool) -> None:
         return
     for stale in (out_dir / CHECKPOINT_DIR, out_dir / LOG_DIR):
         shutil.rmtree(stale, ignore_errors=True)
+
+
+def _validated_only(trainer: L.Trainer, module: ForecastModule, datamodule, validate: bool) -> FitResult:
+    """The result of a model with nothing to learn: no epoch run, its validation MSE (the val_loss a
+    trained model is selected on) as ``best_val_loss`` (NaN without validation)."""
+    best_val = float("nan")
+    if validate:
+        (scores,) = trainer.validate(module, datamodule=datamodule, verbose=False)
+        best_val = float(scores["val_loss"])
+    return FitResult(module=module, trainer=trainer, datamodule=datamodule, best_checkpoint="", best_val_loss=best_val,
+                     epochs_run=0, best_epoch=0, timing={})
 
 
 def _with_best_weights(trainer: L.Trainer, module: ForecastModule, datamodule) -> FitResult:

@@ -869,3 +869,24 @@ def test_a_row_written_from_a_finished_folder_says_where_the_cell_trained(tmp_pa
     (item.run_dir / PROVENANCE_FILE).write_text(json.dumps(trained_elsewhere))
     again = run_cell(item, {"accelerator": "cpu", "devices": 1})  # reused from the folder, not trained
     assert again["mse"] == first["mse"] and again["hardware"] == "gpu=NVIDIA H200 cpu=Intel Xeon threads=16"
+
+
+def test_a_grid_runs_baselines_as_models_beside_the_naive_methods(tmp_path, one_thread):
+    """``models: [{name: naive}, {name: seasonal_naive}]`` are cells of the shipped baseline configs,
+    run like any model (validated, tested, saved); ``naive`` scores exactly as the naive method
+    ``repeat_last`` of the same cells."""
+    grid_path = tmp_path / "baselines.yaml"
+    grid_path.write_text(yaml.safe_dump({
+        "name": "baselines", "horizons": [24], "seeds": [1], "naive": ["repeat_last"],
+        "models": [{"name": "naive"}, {"name": "seasonal_naive"}], "datasets": {"ETTh1": {}},
+    }))
+    grid = load_grid(grid_path)
+    cells = {c.model: resolve_cell(c, grid, tmp_path / "runs") for c in grid.cells()}
+    assert cells["naive"].cell.config_path == ROOT / "configs" / "baselines" / "etth1.yaml"
+    results = {name: run_cell(cell, {}) for name, cell in cells.items()}
+    assert results["naive"]["mse"] == pytest.approx(results["repeat_last"]["mse"], rel=1e-6)
+    assert results["naive"]["mae"] == pytest.approx(results["repeat_last"]["mae"], rel=1e-6)
+    assert results["naive"]["n_params"] == 0 and results["naive"]["epochs_run"] == 0
+    saved = yaml.safe_load((cells["seasonal_naive"].run_dir / "model" / "forecaster.json").read_text())
+    assert saved["model"]["season_length"] == 24  # ETTh1 is hourly: the data decided the season at fit
+    assert results["seasonal_naive"]["mse"] < results["naive"]["mse"]  # a daily cycle: the season helps
