@@ -182,13 +182,16 @@ class Estimator:
         estimator = self.keeping(self.sized_config(panel))
         result, run_dir = estimator._train(panel, folder=folder)
         facts = {"best_val_loss": result.best_val_loss, "epochs_run": result.epochs_run,
-                 "best_epoch": result.best_epoch, **result.timing}
+                 "best_epoch": result.best_epoch, "best_step": result.best_step, **result.timing}
         calibration = estimator._validation_calibration(panel, result.module.model) if calibrated else None
         if refit:
-            epochs = result.best_epoch + 1
+            # As long as the first pass's best weights trained: its steps under a step budget, else its epochs.
+            budget = ({"max_steps": max(1, result.best_step)} if self.training.max_steps is not None
+                      else {"max_epochs": result.best_epoch + 1})
             panel = panel.train_on_train_and_val()
-            result, run_dir = estimator._train(panel, max_epochs=epochs, validate=False)
-            facts.update(refit=True, refit_epochs=epochs, refit_seconds_per_epoch=result.timing.get("seconds_per_epoch"))
+            result, run_dir = estimator._train(panel, budget=budget, validate=False)
+            facts.update(refit=True, **{key.replace("max", "refit"): value for key, value in budget.items()},
+                         refit_seconds_per_epoch=result.timing.get("seconds_per_epoch"))
         train_rows, last_timestamp = panel.training_extent()
         facts.update(train_rows=train_rows, last_fit_timestamp=str(last_timestamp))
         record = FitRecord(facts, with_covariate_counts(estimator.model_config, panel), panel, run_dir, result)
@@ -208,16 +211,17 @@ class Estimator:
         predictor = Predictor(model.cpu().eval(), self._meta(panel), self.quantiles)
         return validation_calibration(predictor, panel, self.training.batch_size)
 
-    def _train(self, panel, *, max_epochs: int | None = None, validate: bool = True, folder: RunFolder | None = None):
+    def _train(self, panel, *, budget: Mapping[str, int] | None = None, validate: bool = True,
+               folder: RunFolder | None = None):
         """(``fit_series``'s FitResult, the run folder or None): checkpoints and logs go to ``folder``
         (a run's: its progress and callbacks, Lightning's messages kept, the trainer's arguments as
         given), else to a new ``fit_*`` folder of ``default_root_dir`` when one is given, else to a
-        scratch folder. ``max_epochs`` / ``validate=False``: a fixed number of epochs without
-        validation (a refit)."""
+        scratch folder. ``budget`` (``max_epochs`` or ``max_steps``) with ``validate=False``: a
+        fixed length of training without validation (a refit)."""
         from damcha_ts.training.runner import fit_series  # Lightning: loaded when a model trains
         from damcha_ts.training.trainer import quiet_lightning
 
-        training = self.training if max_epochs is None else dataclasses.replace(self.training, max_epochs=max_epochs)
+        training = dataclasses.replace(self.training, **(budget or {}))
         if folder is not None:
             return fit_series(panel, self.model_config, training, folder.path, resume=folder.resume,
                               callbacks=folder.callbacks, trainer_kwargs=self.trainer_kwargs, progress=folder.progress,

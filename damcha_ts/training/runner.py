@@ -73,6 +73,7 @@ class FitResult:
     epochs_run: int
     best_epoch: int
     timing: dict
+    best_step: int = 0  # the optimiser steps the kept weights had taken (a step-budget refit trains as many)
 
 
 def with_covariate_counts(model_config: Mapping[str, Any], series) -> dict:
@@ -168,7 +169,7 @@ def _validated_only(trainer: L.Trainer, module: ForecastModule, datamodule, vali
         (scores,) = trainer.validate(module, datamodule=datamodule, verbose=False)
         best_val = float(scores["val_loss"])
     return FitResult(module=module, trainer=trainer, datamodule=datamodule, best_checkpoint="", best_val_loss=best_val,
-                     epochs_run=0, best_epoch=0, timing={})
+                     epochs_run=0, best_epoch=0, timing={}, best_step=0)
 
 
 def _with_best_weights(trainer: L.Trainer, module: ForecastModule, datamodule) -> FitResult:
@@ -178,12 +179,12 @@ def _with_best_weights(trainer: L.Trainer, module: ForecastModule, datamodule) -
     best_path = checkpoint.best_model_path if checkpoint is not None else ""
     best_val = float(checkpoint.best_model_score) if checkpoint and checkpoint.best_model_score is not None else float("nan")
     trainer.strategy.barrier("damcha_ts.best_checkpoint")
-    best_epoch = trainer.current_epoch - 1
+    best_epoch, best_step = trainer.current_epoch - 1, trainer.global_step
     if best_path:
         state = torch.load(best_path, map_location="cpu", weights_only=True)
         module.load_state_dict(state["state_dict"])
-        best_epoch = int(state["epoch"])
+        best_epoch, best_step = int(state["epoch"]), int(state["global_step"])
     timer = next(c for c in trainer.callbacks if isinstance(c, EpochTimer))
     return FitResult(module=module, trainer=trainer, datamodule=datamodule, best_checkpoint=best_path,
                      best_val_loss=best_val, epochs_run=trainer.current_epoch, best_epoch=best_epoch,
-                     timing=timer.summary())
+                     timing=timer.summary(), best_step=best_step)

@@ -46,7 +46,7 @@ def recording(runs: list):
         (series,) = panel.series  # a model of one series
         train_end, val_end = series.borders["train"][1], series.borders["val"][1]
         runs.append({"train_end": series.timestamps[train_end - 1], "last_seen": series.timestamps[max(train_end, val_end) - 1],
-                     "validate": kwargs.get("validate", True), "max_epochs": kwargs.get("max_epochs")})
+                     "validate": kwargs.get("validate", True), "max_epochs": (kwargs.get("budget") or {}).get("max_epochs")})
         return original(estimator, panel, **kwargs)
 
     return counting

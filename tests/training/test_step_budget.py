@@ -246,3 +246,20 @@ def test_warmup_cosine_under_an_epoch_budget_spans_all_the_epochs_steps(tmp_path
     logged = pd.read_csv(tmp_path / "logs" / "metrics.csv").dropna(subset=["lr-AdamW/default"])
     expected = [lr * (0.5 + 0.5 * 0.5 * (1 + math.cos(math.pi * s / (total - 1)))) for s in logged["step"]]
     assert logged["step"].max() == total - 1 and logged["lr-AdamW/default"].tolist() == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_refit_under_a_step_budget_trains_as_many_steps_as_the_first_pass_kept():
+    """fit(refit=True) retrains on train + val rows for the first pass's best point: its steps under
+    a step budget (before: the whole max_steps, whatever early stopping had chosen)."""
+    from damcha_ts import Forecaster
+
+    forecaster = Forecaster("itransformer_mha", horizon=HORIZON, lookback=LOOKBACK, d_model=16, d_ff=16, n_heads=2,
+                            e_layers=1, batch_size=16, learning_rate=3e-2, max_steps=200, val_check_steps=10,
+                            patience=2, trainer_kwargs={"enable_progress_bar": False})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        forecaster.fit(hourly_frame("cycles"), refit=True)
+    facts = forecaster.fit_result_
+    assert facts["refit"] is True and "refit_epochs" not in facts
+    assert 0 < facts["best_step"] < 200 and facts["refit_steps"] == facts["best_step"]
+    assert forecaster.predictor_.fit_record.trained.trainer.global_step == facts["best_step"]
