@@ -168,7 +168,7 @@ class Predictor:
         n_columns = len(meta.columns)
         mean, scale = np.asarray(meta.scaler_mean), np.asarray(meta.scaler_scale)
         scaled = (histories[..., :n_columns] - mean) / scale
-        marks = np.stack([time_features(stamps, meta.time_features_freq or meta.freq)[0] for stamps in timestamps])
+        marks = _window_marks(timestamps, meta.time_features_freq or meta.freq, self.lookback)
         device = self.device
         as_tensor = lambda a: torch.as_tensor(a, dtype=torch.float32, device=device)  # noqa: E731
         with torch.no_grad():
@@ -302,6 +302,16 @@ def pooled_scores(panel, per_entity: dict[str, dict], split: str, id_dtype: str 
     return {"dataset": panel.name, "split": split, **pooled(list(per_entity.values())), "windows": int(windows),
             "entities": {i: {k: v for k, v in s.items() if k not in ("dataset", "split")}
                          for i, s in zip(ids, per_entity.values())}}
+
+
+def _window_marks(timestamps: Sequence[pd.DatetimeIndex], freq: str, lookback: int) -> np.ndarray:
+    """Time marks [B, L, M] of B windows' timestamps: computed once over all of them (the features
+    are per timestamp; one call per window made evaluate() ten times slower)."""
+    stamps = [pd.DatetimeIndex(one) for one in timestamps]
+    if any(len(one) != lookback for one in stamps):
+        raise DataError(f"forecast() needs {lookback} timestamps per history; got {sorted({len(one) for one in stamps})}")
+    marks, _ = time_features(stamps[0].append(stamps[1:]) if len(stamps) > 1 else stamps[0], freq)
+    return marks.reshape(len(stamps), lookback, marks.shape[-1])
 
 
 def saved_history(loaded):

@@ -171,3 +171,18 @@ def test_damcha_ts_predict_forecasts_with_the_predictor(saved, tmp_path, capsys)
     assert list(written.index) == list(expected.timestamps.tz_localize(None))
     # The CSV holds the history to printing precision: float32 arithmetic may round differently.
     np.testing.assert_allclose(written[COLUMNS].to_numpy(), expected.point, rtol=1e-6)
+
+
+def test_the_marks_of_many_windows_are_each_windows_own_even_across_time_zones():
+    """The marks are computed once over every window's stamps (fast): the same numbers as one call
+    per window, for tz-aware stamps across a DST change too, and a window of the wrong length is refused."""
+    from damcha_ts.data import time_features
+    from damcha_ts.forecasting.predictor import _window_marks
+
+    index = pd.date_range("2024-03-30", periods=80, freq="h", tz="Europe/Berlin")  # DST on 31 March
+    windows = [index[start : start + 24] for start in (0, 13, 40, 56)]
+    for freq in ("h", "D"):
+        expected = np.stack([time_features(window, freq)[0] for window in windows])
+        np.testing.assert_array_equal(_window_marks(windows, freq, 24), expected)
+    with pytest.raises(DataError, match="needs 24 timestamps per history"):
+        _window_marks([index[:24], index[:23]], "h", 24)
