@@ -37,9 +37,10 @@ from damcha_ts.forecasting.history import future_values, history_from, prepare_a
 from damcha_ts.forecasting.intervals import check_levels, require_calibration
 from damcha_ts.forecasting.predict import predict as predict_with, stored_history
 from damcha_ts.forecasting.predictor import Predictor
-from damcha_ts.forecasting.window_scores import calibrate, refuse_empty_test_split, refuse_trained_split
 from damcha_ts.forecasting.scores import season_length_of
+from damcha_ts.forecasting.window_scores import calibrate, refuse_empty_test_split, refuse_trained_split
 from damcha_ts.plotting import plot_prediction
+from damcha_ts.schema import DEFAULT_MODEL
 from damcha_ts.training.config import TrainingConfig, load_run_config
 
 # The training defaults live in TrainingConfig alone, the lookback and horizon in ProtocolOptions;
@@ -99,7 +100,7 @@ class Forecaster:
     ``evaluate`` share; ``model_``, ``meta_``, ``fit_result_``, ``calibration_`` read it.
     """
 
-    def __init__(self, model: str = "itransformer_damcha", horizon: int = ProtocolOptions.pred_len,
+    def __init__(self, model: str = DEFAULT_MODEL, horizon: int = ProtocolOptions.pred_len,
                  lookback: int = ProtocolOptions.seq_len, freq: str | None = None, random_state: int = _DEFAULT["seed"],
                  max_epochs: int = _DEFAULT["max_epochs"], batch_size: int = _DEFAULT["batch_size"],
                  learning_rate: float = _DEFAULT["learning_rate"],

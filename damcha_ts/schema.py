@@ -22,6 +22,11 @@ from typing import Any, Union, get_args, get_origin
 
 from damcha_ts.errors import ConfigError, plain_repr
 
+#: The model ``Forecaster(...)`` and ``damcha-ts fit --data FILE`` train when none is named: the
+#: leaderboard's recommendation (README "Which model to start with"), not the paper's default.
+#: Here, not in models/registry.py, so that the constructor's default loads no torch.
+DEFAULT_MODEL = "itransformer_damcha_static"
+
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _INTEGER = re.compile(r"^[+-]?\d+$")
 

@@ -62,3 +62,17 @@ def test_the_command_line_fits_a_baseline_and_writes_the_season_it_chose(tmp_pat
     assert yaml.safe_load((out / "config.yaml").read_text())["model"]["season_length"] == 24
     predicted = run_cli(["predict", "--model", out, "--level", "80"])
     assert predicted.code == 0, predicted.stderr
+
+
+def test_python_and_the_command_line_train_the_same_default_model(tmp_path):
+    """One recommended default (schema.DEFAULT_MODEL): Forecaster() and fit --data without --model."""
+    from damcha_ts.schema import DEFAULT_MODEL
+
+    assert Forecaster().get_params()["model"] == DEFAULT_MODEL
+    data = write_csv(hourly_frame(rows=300, variates=2), tmp_path / "series.csv")
+    done = run_cli(["fit", "--data", data, "--horizon", "4", "--lookback", "16", "--set", "training.max_epochs=1",
+                    "--set", "model.d_model=16", "--no-plot", "--out", tmp_path / "run"])
+    assert done.code == 0, done.stderr
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["model"]
+    assert saved["name"] == "itransformer_damcha" and saved["static_metric"] is True  # the variant, resolved
+    assert DEFAULT_MODEL == "itransformer_damcha_static"

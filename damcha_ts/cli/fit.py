@@ -12,7 +12,8 @@ it, ``--data`` with ``--model`` uses the shipped official config when there is o
 benchmark, and the model family's protocol defaults otherwise; for a CSV (not a benchmark) the
 model size keys not given with ``--set model.KEY=...`` then follow the data, as in
 ``Forecaster.fit`` (``damcha_ts.models.sizing``). ``--model`` also takes a variant name
-(``itransformer_damcha_static``: its base model's config with the variant's keys). DIR receives ``config.yaml``,
+(``itransformer_damcha_static``: its base model's config with the variant's keys) or a baseline
+(``naive``, ``seasonal_naive``...); without it ``--data`` trains ``schema.DEFAULT_MODEL``, Forecaster's default. DIR receives ``config.yaml``,
 ``checkpoints/``, ``logs/metrics.csv``, ``metrics.json``, per-step and per-variate breakdowns,
 ``model/`` (for ``damcha-ts predict``, calibrated on the validation windows for ``--level``) and
 ``forecast.png``. With ``--json`` stdout holds exactly one
@@ -53,6 +54,7 @@ from damcha_ts.data.options import ProtocolOptions
 from damcha_ts.data.registry import get_spec, is_benchmark_name
 from damcha_ts.errors import ConfigError, Stopped, add_note
 from damcha_ts.files import write_atomically
+from damcha_ts.schema import DEFAULT_MODEL
 
 
 def register(subparsers) -> None:
@@ -63,9 +65,9 @@ def register(subparsers) -> None:
     source = parser.add_argument_group("what to train")
     source.add_argument("--config", help="run config: YAML path or shipped name such as itransformer_damcha/etth1")
     source.add_argument("--data", help="benchmark name or CSV path (without --config)")
-    source.add_argument("--model", help="itransformer_mha, itransformer_damcha, gateformer_mha, gateformer_damcha, "
-                        "a variant such as itransformer_damcha_static, or a baseline: naive, seasonal_naive, "
-                        "window_mean, drift, linear")
+    source.add_argument("--model", help=f"with --data: itransformer_mha, itransformer_damcha, gateformer_mha, "
+                        "gateformer_damcha, a variant such as itransformer_damcha_static, or a baseline: naive, "
+                        f"seasonal_naive, window_mean, drift, linear (default: {DEFAULT_MODEL}, as Forecaster's)")
     source.add_argument("--horizon", "--pred-len", dest="horizon", type=int,
                         help="forecast horizon H (picks per-horizon config sections)")
     source.add_argument("--lookback", "--seq-len", dest="lookback", type=int,
@@ -106,10 +108,11 @@ def resolve_cli_config(args: argparse.Namespace):
         if args.data or args.model:
             raise ConfigError("give either --config or --data/--model, not both (use --set to change a config)")
         source = args.config
-    elif args.data and args.model:
-        source = default_config(args.data, args.model)
+    elif args.data:
+        source = default_config(args.data, args.model or DEFAULT_MODEL)
     else:
-        raise ConfigError("give --config CONFIG, or --data DATASET_OR_CSV with --model NAME")
+        raise ConfigError("give --config CONFIG, or --data DATASET_OR_CSV (with --model NAME, default "
+                          f"{DEFAULT_MODEL})")
     run = RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides)
     if args.config or (is_benchmark_name(args.data) and not Path(args.data).is_file()):
         return run, None  # a config file, or a benchmark: the sizes of its config
@@ -248,6 +251,8 @@ def training_command(command: str, out_dir: Path, *, resume: bool, config_hash: 
         if os.getpid() != owner:  # a forked DataLoader worker: its loop ends quietly on this
             raise KeyboardInterrupt
         stopping.append(signum)
+        if hasattr(signal, "SIGCHLD"):  # workers the same signal ended are reaped quietly from now on
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         raise Stopped(signum)
 
     # A signal ignored when the command started (nohup, a background job's SIGINT) stays ignored.
