@@ -40,11 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         with warnings_shown_once(flags):
             return int(args.func(args) or 0)
     except Stopped as exc:  # a training command's SIGTERM or Ctrl+C (cli/fit.py: training_command)
-        print(f"damcha-ts {exc}", file=sys.stderr)
         if hasattr(signal, "SIGCHLD"):
-            # The command ends here. DataLoader workers the same signal ended are reaped while Python
-            # shuts down, and torch's SIGCHLD handler would print that as a traceback after this message.
+            # The command ends here. DataLoader workers the same signal ended are reaped from now on,
+            # and torch's SIGCHLD handler would raise that as an error (before this fix: once in the
+            # middle of the message below, under CI load), so it goes first.
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        print(f"damcha-ts {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
