@@ -261,18 +261,66 @@ def geo_rows(mase: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return frame, shared
 
 
-def seed_table(mase_of, datasets: list[str]) -> list[str]:
-    """Each attention candidate's geometric-mean MASE (all datasets) per seed, and its per-dataset MASE mean over seeds."""
+def seed_table(scored: dict, datasets: list[str]) -> list[str]:
+    """Per attention candidate and seed (0, 1, 2): MASE per dataset, its geometric mean, the datasets
+    over SeasonalNaive and those whose fit warned (ConvergenceWarning); then the mean over seeds."""
     bases = [c["name"] for c in CANDIDATES if c["name"].startswith(("user_itransformer", "user_gateformer"))]
-    names = lambda base: [base, *(f"{base}_seed{s}" for s in SEEDS)]  # noqa: E731
-    lines = ["| candidate | " + " | ".join(f"seed {s}" for s in (0, *SEEDS)) + " | mean of seeds | "
-             + " | ".join(datasets) + " |", "|---|" + "---:|" * (len(SEEDS) + 2 + len(datasets))]
+    lines = ["| candidate | seed | " + " | ".join(datasets) + " | geo. mean | over SeasonalNaive | ConvergenceWarning |",
+             "|---|---:|" + "---:|" * (len(datasets) + 1) + "---|---|"]
     for base in bases:
-        per_seed = [geo(mase_of(name)) if mase_of(name).notna().all() else np.nan for name in names(base)]
-        per_dataset = pd.concat([mase_of(name) for name in names(base)], axis=1).mean(axis=1)
-        lines.append(f"| {base} | " + " | ".join("–" if np.isnan(v) else f"{v:.3f}" for v in per_seed)
-                     + f" | {np.nanmean(per_seed):.3f} | " + " | ".join(f"{v:.3f}" for v in per_dataset) + " |")
+        runs = {0: base, **{seed: f"{base}_seed{seed}" for seed in SEEDS}}
+        per_seed = []
+        for seed, name in runs.items():
+            cells = [scored.get((d, name)) for d in datasets]
+            if any(cell is None for cell in cells):
+                continue
+            mase = [cell["mase"] for cell in cells]
+            per_seed.append(mase)
+            over = [d for d, cell in zip(datasets, cells) if cell["mase"] > AT_MOST * scored[(d, "SeasonalNaive")]["mase"]]
+            warned = [d for d, cell in zip(datasets, cells) if cell["details"].get("convergence_warning")]
+            lines.append(f"| {base} | {seed} | " + " | ".join(f"{v:.3f}" for v in mase) + f" | {geo(mase):.3f} | "
+                         f"{', '.join(over) or 'none'} | {', '.join(warned) or 'none'} |")
+        if per_seed:
+            mean = np.mean(per_seed, axis=0)
+            lines.append(f"| **{base}** | mean of {len(per_seed)} | " + " | ".join(f"{v:.3f}" for v in mean)
+                         + f" | **{np.mean([geo(m) for m in per_seed]):.3f}** (geo. means averaged) | | |")
     return lines
+
+
+def seed_findings(scored: dict, datasets: list[str], config: dict) -> list[str]:
+    """What the seeds say, computed: the mean geometric means, the seed runs at or below seasonal naive
+    everywhere, the spread on the datasets some run loses, their test periods, and where the gate changes nothing."""
+    bases = [c["name"] for c in CANDIDATES if c["name"].startswith(("user_itransformer", "user_gateformer"))]
+    runs = {base: [base, *(f"{base}_seed{seed}" for seed in SEEDS)] for base in bases}
+    complete = lambda name: all((d, name) in scored for d in datasets)  # noqa: E731
+    mase = lambda d, name: scored[(d, name)]["mase"]  # noqa: E731
+    seasonal = {d: scored[(d, "SeasonalNaive")]["mase"] for d in datasets}
+    means = {b: np.mean([geo([mase(d, n) for d in datasets]) for n in names if complete(n)]) for b, names in runs.items()}
+    every = [n for names in runs.values() for n in names if complete(n)]
+    meeting = [n for n in every if all(mase(d, n) <= AT_MOST * seasonal[d] for d in datasets)]
+    lost = [d for d in datasets if any(mase(d, n) > AT_MOST * seasonal[d] for n in every)]
+    frames = {d["name"]: d for d in config["datasets"]}
+    lines = ["- Mean over seeds 0-2 of the geometric-mean MASE: " + ", ".join(f"{b} {means[b]:.3f}" for b in
+                                                                             sorted(means, key=means.get))
+             + f" (best: **{min(means, key=means.get)}**).",
+             f"- Seed runs at or below SeasonalNaive on every dataset: {', '.join(meeting) or 'none'} (of {len(every)}).",
+             "- Spread over the runs on the datasets some run loses to SeasonalNaive: " + "; ".join(
+                 f"{d} {min(mase(d, n) for n in every):.3f}-{max(mase(d, n) for n in every):.3f} against "
+                 f"{seasonal[d]:.3f}, test rows {test_period(frames[d])}" for d in lost) + "."]
+    pairs = [(a, b) for a, b in zip(runs.get("user_gateformer_damcha", []), runs.get("user_gateformer_gated", []))
+             if complete(a) and complete(b)]
+    same = [d for d in datasets if pairs and all(mase(d, a) == mase(d, b) for a, b in pairs)]
+    if same:
+        lines.append(f"- user_gateformer_gated and user_gateformer_damcha give bit-identical MASE at every seed on "
+                     f"{', '.join(same)} (one variate, no covariate token).")
+    return lines
+
+
+def test_period(dataset: dict) -> str:
+    """The timestamps of the first and last test rows of ``dataset``."""
+    index = user_data.load_dataset(dataset).index
+    first, _ = user_data.test_rows(len(index), dataset["horizon"], dataset["test_windows"])
+    return f"{index[first]} - {index[-1]}"
 
 
 def steps_table(scored: dict, datasets: list[str], names: list[str]) -> list[str]:
@@ -304,7 +352,7 @@ def reference_ratios(mase: pd.DataFrame, best: str) -> list[str]:
     return lines + ["| **geo. mean** | " + " | ".join(f"{geo(c):.2f}" for c in zip(*ratios)) + " | |"]
 
 
-def verdict(mase: pd.DataFrame, cands: list[str]) -> tuple[str, list[str]]:
+def verdict(mase: pd.DataFrame, cands: list[str], shared: list[str]) -> tuple[str, list[str]]:
     """(the best trained candidate by geometric-mean MASE over every dataset, the lines that say so and what meets the target)."""
     # The seasonal naive models are the reference itself (ratio 1 everywhere): only trained candidates compete.
     trained = {c["name"] for c in CANDIDATES if c["recipe"]}
@@ -316,6 +364,9 @@ def verdict(mase: pd.DataFrame, cands: list[str]) -> tuple[str, list[str]]:
     lines = [f"- Best candidate by geometric-mean MASE over all {len(mase)} datasets (seed 0): **{best}** "
              f"({geo(mase[best]):.3f}; " + ", ".join(f"{m} {geo(mase[m]):.3f}" for m in complete if m != best) + ").",
              "- Peers with every dataset scored: " + ", ".join(f"{m} {geo(mase[m]):.3f}" for m in peers) + ".",
+             f"- On the {len(shared)} shared datasets: {best} {geo(mase.loc[shared, best]):.3f}; peers "
+             + ", ".join(f"{m} {geo(mase.loc[shared, m]):.3f}" for m in PEER_NAMES
+                         if m in mase and mase.loc[shared, m].notna().all()) + ".",
              "- MASE ≤ seasonal naive on every dataset: " + (", ".join(meets) if meets else "**no candidate**") + "; "
              + "; ".join(f"{m} on {int((ratio[m] <= AT_MOST).sum())} of {len(mase)} (over it on "
                          + ", ".join(f"{d} {ratio[m][d]:.2f}×" for d in mase.index if ratio[m][d] > AT_MOST) + ")"
@@ -349,8 +400,7 @@ def report() -> None:
     mase = pivot(scored, datasets, refs + cands, "mase")
     means, shared = geo_rows(mase)
     ratio = pd.DataFrame({m: mase[m] / mase["SeasonalNaive"] for m in cands}, index=datasets)
-    best, verdict_lines = verdict(mase, cands)
-    mase_of = lambda name: pivot(scored, datasets, [name], "mase")[name]  # noqa: E731
+    best, verdict_lines = verdict(mase, cands, shared)
     failures = [f"{d} × {m}: `{e[:110]}`" for (d, m), e in sorted(failed.items()) if m in refs + cands]
     out = ["# User-data default: the candidates (issue 34, item 4)", "", INTRO, "",
            *(["Failed cells: " + "; ".join(failures), ""] if failures else []),
@@ -362,11 +412,12 @@ def report() -> None:
            "| datasets ≤ 1 | " + " | ".join(f"{int((ratio[m] <= AT_MOST).sum())} of {int(ratio[m].notna().sum())}"
                                             for m in cands) + " |", "",
            f"## {best}: MASE ratio to the references (< 1: the candidate is better)", "", *reference_ratios(mase, best), "",
-           "## Seeds: the attention candidates with random_state 0, 1, 2 (geometric mean over all datasets; per-dataset "
-           "mean over the seeds)", "", *seed_table(mase_of, datasets), "",
+           "## Seeds: the attention candidates with random_state 0, 1, 2", "", *seed_table(scored, datasets), "",
+           *seed_findings(scored, datasets, config), "",
            "## Seconds per fit (one fit plus every test-window forecast, 1 thread)", "",
            *table(pivot(scored, datasets, refs + cands, "seconds"), ".1f"), "",
-           "## Optimiser steps, the kept step (best validation), and ConvergenceWarnings (best validation = last)", "",
+           "## Optimiser steps, the kept step (best validation), and ConvergenceWarnings (best validation = last); seed 0 "
+           "(the seed runs' are in their JSONs, `details.steps_run`, `best_step`, `validations`)", "",
            *steps_table(scored, datasets, [m for m in cands if not m.startswith("seasonal_naive")]), ""]
     warned = [(d, m, scored[(d, m)]["details"]["convergence_warning"][0]) for m in cands for d in datasets
               if (d, m) in scored and scored[(d, m)]["details"].get("convergence_warning")]
