@@ -410,7 +410,7 @@ def report_tables(cells: pd.DataFrame, config: dict, ours: str = "damcha_ts_defa
     lines = markdown_table(mase, lambda v: ".3f")
     lines.append("| **geo. mean (all cells)** | " + " | ".join(fmt(geometric_mean(mase[m]), ".3f") for m in models) + " |")
     lines.append(f"| **geo. mean ({len(common)} common datasets: {', '.join(common)})** | "
-                 + " | ".join(fmt(geometric_mean(mase.loc[common, m]), ".3f") for m in models) + " |")
+                 + " | ".join(fmt(geometric_mean(mase.loc[common, m]) if m in full else np.nan, ".3f") for m in models) + " |")
     out = ["## MASE (lower is better)", "", *lines, "",
            "## Seconds per fit (wall: one fit plus every test-window forecast, 1 thread)", "",
            *markdown_table(secs, lambda v: ".2f" if v < 10 else ".0f"), "",
@@ -492,7 +492,8 @@ def notes(config: dict) -> list[str]:
     cell = next(iter(sorted(RESULTS.glob("*.json"))), None)
     if cell:
         env = json.loads(cell.read_text())["environment"]
-        lines += ["", f"Machine: {env['hostname']}, {env['cpu']}, threads {env['threads']}; versions: "
+        lines += ["", f"Machine: {env['hostname']}, {env['cpu']}, threads {env['threads']} (the committed run shared "
+                  "its 2 cores with other sessions' jobs, load average about 2-3.3, so the seconds are rough); versions: "
                   + ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v) + "."]
     return lines
 
