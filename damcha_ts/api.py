@@ -102,8 +102,7 @@ class Forecaster:
 
     def __init__(self, model: str = DEFAULT_MODEL, horizon: int = ProtocolOptions.pred_len,
                  lookback: int = ProtocolOptions.seq_len, freq: str | None = None, random_state: int = _DEFAULT["seed"],
-                 max_epochs: int = _DEFAULT["max_epochs"], batch_size: int = _DEFAULT["batch_size"],
-                 learning_rate: float = _DEFAULT["learning_rate"],
+                 max_epochs: int | None = None, batch_size: int | None = None, learning_rate: float | None = None,
                  trainer_kwargs: Mapping[str, Any] | None = None, quantiles: Sequence[float] | None = None,
                  verbose: bool = False, nonnegative: bool = False, past_covariates: Sequence[str] | None = None,
                  future_covariates: Sequence[str] | None = None, static_covariates: Sequence[str] | None = None,
@@ -198,6 +197,7 @@ class Forecaster:
         options = with_entity_col(data, options)  # a table that names its series: many entities
         panel = prepare(data, seq_len=self.lookback, pred_len=self.horizon, **options)
         self.predictor_ = self._estimator.fit(panel, refit=refit, description=input_description(data, options, panel))
+        self.training = self.predictor_.fit_record.training  # the batch size the data chose, when not given
         return self
 
     # ------------------------------------------------------------------ forecasting
@@ -313,7 +313,7 @@ class Forecaster:
             require_calibration(predictor, levels)
         season_length_of(None, season_length)  # checked before the data is read
         # Each window's model trains as fit trained this one: its config, its refit, calibrated for level=.
-        estimator, again = self._estimator.keeping(self.model_config), bool(self.fit_result_.get("refit", False))
+        estimator, again = self._estimator.keeping(self.model_config, self.training), bool(self.fit_result_.get("refit", False))
 
         def train(rows):
             return estimator.fit_rows(predictor.meta, rows, refit=again, calibrated=bool(levels))
@@ -438,9 +438,10 @@ class Forecaster:
 
 # ---------------------------------------------------------------------- constructor settings
 def _keywords(training: Mapping[str, Any]) -> dict:
-    """Constructor keywords of a (saved or configured) training section: its ``seed`` is the
-    ``random_state``; keys it lacks keep the constructor's defaults (TrainingConfig's)."""
-    keywords = dict(training)
+    """Constructor keywords of a (saved or configured) training section, complete (keys it lacks are
+    TrainingConfig's defaults, so that it trains as configured and not with the user-data recipe):
+    its ``seed`` is the ``random_state``."""
+    keywords = dataclasses.asdict(TrainingConfig.from_dict(training))
     if "seed" in keywords:
         keywords["random_state"] = keywords.pop("seed")
     return keywords

@@ -31,7 +31,9 @@ SCHEDULED = ["HUFL", "MUFL"]
 
 def main(quick: bool = False) -> dict:
     frame = load_frame("ETTh1").iloc[: 3000 if quick else 14400]  # the protocol's 20 months (quick: 4)
-    budget = {"max_epochs": 1 if quick else 10, "learning_rate": 1e-3, "random_state": 0,
+    # The recipe its documented numbers were measured with (before the user-data recipe became the default).
+    budget = {"max_epochs": 1 if quick else 10, "learning_rate": 1e-3, "lr_schedule": "type1", "batch_size": 32,
+              "patience": 3, "random_state": 0,
               "trainer_kwargs": {"enable_progress_bar": False, **({"limit_train_batches": 10} if quick else {})}}
     scores = {}
     for name, covariates in (("loads observed up to now", {"past_covariates": OBSERVED + SCHEDULED}),

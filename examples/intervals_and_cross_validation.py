@@ -31,7 +31,9 @@ def daily_csv(folder: Path) -> Path:
 
 
 def main(quick: bool = False) -> dict:
-    budget = {"max_epochs": 2 if quick else 20, "learning_rate": 1e-3, "lr_schedule": "constant",
+    # The recipe its documented numbers were measured with (before the user-data recipe became the default).
+    budget = {"max_epochs": 2 if quick else 20, "learning_rate": 1e-3, "lr_schedule": "constant", "batch_size": 32,
+              "patience": 3,
               "trainer_kwargs": {"enable_progress_bar": False, **({"limit_train_batches": 4} if quick else {})}}
     with tempfile.TemporaryDirectory() as folder:
         frame = pd.read_csv(daily_csv(Path(folder)), parse_dates=["date"], index_col="date")

@@ -35,7 +35,7 @@ def stations(quick: bool) -> pd.DataFrame:
 def main(quick: bool = False) -> dict:
     table = stations(quick)
     model = Forecaster("itransformer_damcha_static", horizon=24, lookback=96, max_epochs=1 if quick else 10,
-                       learning_rate=1e-3, random_state=0,
+                       learning_rate=1e-3, lr_schedule="type1", batch_size=32, patience=3, random_state=0,  # as documented
                        trainer_kwargs={"enable_progress_bar": False, **({"limit_train_batches": 10} if quick else {})})
     model.fit(table, entity_col="station")
     scores = model.evaluate()

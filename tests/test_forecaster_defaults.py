@@ -237,3 +237,45 @@ def test_a_yearly_series_fits_with_no_time_marks():
         forecast = fitted.predict()
         assert forecast.shape == (6, 1) and np.isfinite(forecast.to_numpy()).all()
         assert forecast.index[0] == pd.Timestamp("1900-01-01")
+
+
+def test_training_keywords_not_given_follow_the_user_data_recipe_and_a_config_keeps_its_own(weekly, tmp_path):
+    """Issue 34: Forecaster's training defaults are TrainingConfig.for_user_data (the batch size from
+    the data's train windows at fit); an epoch budget given validates per epoch; a benchmark config
+    and a saved model train as they say; the command line's --data FILE trains the same recipe."""
+    import yaml
+
+    from damcha_ts.training.config import USER_DATA_DEFAULTS, TrainingConfig, batch_size_for_windows
+    from tests.robustness.matrix import run_cli, write_csv
+
+    quick = {"trainer_kwargs": {"enable_progress_bar": False, "logger": False}, "d_model": 16, "n_heads": 2}
+    fitted = Forecaster("itransformer_mha", horizon=12, lookback=24, max_steps=30, **quick)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted.fit(weekly)
+    recipe = {key: getattr(fitted.training, key) for key in USER_DATA_DEFAULTS}
+    assert recipe == {**USER_DATA_DEFAULTS, "max_steps": 30}
+    assert fitted.training.batch_size == batch_size_for_windows(fitted.panel_.window_count("train")) == 16
+    epochs = Forecaster("itransformer_mha", horizon=12, lookback=24, max_epochs=2).training
+    assert (epochs.max_steps, epochs.val_check_steps, epochs.max_epochs, epochs.lr_schedule) == (None, None, 2, "warmup_cosine")
+    configured = Forecaster.from_config("itransformer_mha/etth1").training
+    assert configured == TrainingConfig.from_dict({**configured.to_dict()}) and configured.max_steps is None
+    assert (configured.learning_rate, configured.lr_schedule, configured.batch_size) == (1e-4, "type1", 32)
+    loaded = Forecaster.load(fitted.save(tmp_path / "saved"))
+    assert loaded.training == fitted.training
+
+    data = write_csv(weekly.rename_axis("date").reset_index(), tmp_path / "weekly.csv")
+    for extra, expected in (((), {**USER_DATA_DEFAULTS, "batch_size": 16}),
+                            (("--set", "training.max_epochs=1", "--set", "training.batch_size=8"),
+                             {**USER_DATA_DEFAULTS, "max_steps": None, "val_check_steps": None, "max_epochs": 1,
+                              "batch_size": 8})):
+        out = tmp_path / f"run{len(extra)}"
+        args = ["fit", "--data", data, "--model", "itransformer_mha", "--horizon", "12", "--lookback", "24",
+                "--set", "model.d_model=16", "--set", "model.n_heads=2", "--no-plot", "--out", out, *extra]
+        if not extra:
+            args += ["--set", "training.max_steps=20"]
+            expected["max_steps"] = 20
+        done = run_cli(args)
+        assert done.code == 0, done.stderr
+        saved = TrainingConfig.from_dict(yaml.safe_load((out / "config.yaml").read_text())["training"])
+        assert {key: getattr(saved, key) for key in expected} == expected

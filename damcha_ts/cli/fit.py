@@ -113,28 +113,46 @@ def resolve_cli_config(args: argparse.Namespace):
     else:
         raise ConfigError("give --config CONFIG, or --data DATASET_OR_CSV (with --model NAME, default "
                           f"{DEFAULT_MODEL})")
-    run = RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides)
     if args.config or (is_benchmark_name(args.data) and not Path(args.data).is_file()):
-        return run, None  # a config file, or a benchmark: the sizes of its config
-    return _data_sized(run, source, args, updates)
+        # A config file, or a benchmark: the sizes and training recipe of its config.
+        return RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides), None
+    updates["training"] = {**_user_data_recipe(args.overrides), **updates["training"]}
+    return _data_sized(RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides),
+                       source, args, updates)
+
+
+def _user_data_recipe(overrides) -> dict:
+    """The training keys of the user-data recipe (``TrainingConfig.for_user_data``, as ``Forecaster``
+    trains) for a CSV, given the ``--set training.KEY=...`` the command line names."""
+    from damcha_ts.training.config import USER_DATA_DEFAULTS, TrainingConfig
+    from damcha_ts.training.config_files import parse_override
+
+    given = {key: value for (section, key), value in map(parse_override, overrides) if section == "training"}
+    recipe = TrainingConfig.for_user_data(**given)
+    return {key: getattr(recipe, key) for key in USER_DATA_DEFAULTS}
 
 
 def _data_sized(run, source, args: argparse.Namespace, updates: dict):
     """(the run, its prepared data or None): ``--data FILE --model NAME``: the model keys not given
     by ``--set`` that the data decides (sizes, a seasonal model's season) follow it, as in
-    ``Forecaster.fit`` (:func:`damcha_ts.models.sizing.decided_by_data`)."""
+    ``Forecaster.fit`` (:func:`damcha_ts.models.sizing.decided_by_data`), and so does the batch size
+    (``batch_size_for_windows`` of its train windows)."""
     from damcha_ts.models.sizing import SIZE_KEYS, decided_by_data
     from damcha_ts.training import RunConfig
-    from damcha_ts.training.config import model_keys
+    from damcha_ts.training.config import batch_size_for_windows, model_keys
     from damcha_ts.training.config_files import parse_override
 
-    given = {key: value for (section, key), value in map(parse_override, args.overrides) if section == "model"}
+    sets = {(section, key): value for (section, key), value in map(parse_override, args.overrides)}
+    given = {key: value for (section, key), value in sets.items() if section == "model"}
     keys = model_keys(run.model_name)
-    if all(key in given for key in SIZE_KEYS if key in keys) and ("season_length" not in keys or "season_length" in given):
+    if (all(key in given for key in SIZE_KEYS if key in keys) and ("season_length" not in keys or "season_length" in given)
+            and ("training", "batch_size") in sets):
         return run, None
     panel = run.data.prepare()  # the decided keys change the model section only: the run trains on this panel
     decided = decided_by_data(panel, given, keys)
-    updates = {**updates, "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in decided.items()}}
+    batch = {} if ("training", "batch_size") in sets else {"batch_size": batch_size_for_windows(panel.window_count("train"))}
+    updates = {**updates, "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in decided.items()},
+               "training": {**updates["training"], **batch}}
     return RunConfig.load(source, horizon=args.horizon, updates=updates, overrides=args.overrides), panel
 
 
@@ -339,15 +357,18 @@ def run(args: argparse.Namespace) -> int:
         f"{result['model']} on {result['dataset']} H={result['horizon']}: test MSE {result['mse']:.4f}  "
         f"MAE {result['mae']:.4f} over {result['test_windows']} windows "
         f"(original scale: MSE {result['mse_inverse']:.4f}  MAE {result['mae_inverse']:.4f})\n"
-        f"{_training_line(result)}\n"
+        f"{_training_line(result, config.training.max_steps)}\n"
         f"written to {out_dir}"
     ))
     return 0
 
 
-def _training_line(result: dict) -> str:
+def _training_line(result: dict, max_steps: int | None) -> str:
     if result["n_params"] == 0:  # a fixed rule (naive, seasonal_naive, ...): nothing was trained
         return f"a fixed rule, nothing to train: val loss {result['best_val_loss']:.4f}"
+    if max_steps is not None:
+        return (f"best step {result['best_step']} of a {max_steps}-step budget ({result['epochs_run']} epochs run), "
+                f"val loss {result['best_val_loss']:.4f}, {result['n_params']:,} parameters")
     return (f"best epoch {result['best_epoch'] + 1} of {result['epochs_run']}, val loss {result['best_val_loss']:.4f}, "
             f"{_seconds_per_epoch(result)}, {result['n_params']:,} parameters")
 

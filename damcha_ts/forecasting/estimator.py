@@ -35,7 +35,7 @@ from damcha_ts.forecasting.history import model_data_options
 from damcha_ts.forecasting.predictor import Predictor
 from damcha_ts.forecasting.window_scores import calibrate
 from damcha_ts.schema import plain_values, positive_int
-from damcha_ts.training.config import TrainingConfig, split_keywords
+from damcha_ts.training.config import TrainingConfig, batch_size_for_windows, split_keywords
 
 # The data options that define a model's setting, saved with it (JSON-ready): the protocol's but
 # lookback and horizon (the constructor's), the value policies, and where a benchmark file lies.
@@ -51,6 +51,7 @@ class FitRecord:
     panel: Any = None  # the Panel the kept model trained on (train + val rows after a refit)
     run_dir: Path | None = None  # the folder holding checkpoints and logs (a fit_* one of default_root_dir, a run's)
     trained: Any = None  # fit_series's FitResult of the kept model (its trainer: device, ranks)
+    training: TrainingConfig | None = None  # what it trained with (the batch size chosen from the data)
 
 
 @dataclass(frozen=True)
@@ -82,15 +83,17 @@ class Estimator:
     nonnegative: bool = False
     trainer_kwargs: Mapping[str, Any] = field(default_factory=dict)
     verbose: bool = False
+    sized_batch: bool = False  # the batch size follows the panel's train windows (batch_size_for_windows)
 
     @classmethod
-    def from_keywords(cls, model: str, horizon: int, lookback: int, *, random_state: int, max_epochs: int,
-                      batch_size: int, learning_rate: float, quantiles: Sequence[float] | None,
+    def from_keywords(cls, model: str, horizon: int, lookback: int, *, random_state: int, quantiles: Sequence[float] | None,
+                      max_epochs: int | None = None, batch_size: int | None = None, learning_rate: float | None = None,
                       nonnegative: bool = False, trainer_kwargs: Mapping[str, Any] | None = None,
                       verbose: bool = False, **kwargs: Any) -> Estimator:
         """The estimator of ``Forecaster``'s keywords, routed by field name: keys that name a
         TrainingConfig field go to it, every other key to the model config; ConfigError for invalid
-        values or unknown keys."""
+        values or unknown keys. Training keys not given follow the user-data recipe
+        (``TrainingConfig.for_user_data``; the batch size from the data's train windows at fit)."""
         from damcha_ts.models.quantiles import validate_quantiles
         from damcha_ts.models.registry import check_takes_quantiles, model_spec, resolve_model_config
 
@@ -100,17 +103,17 @@ class Estimator:
             raise ConfigError(f"random_state must be a non-negative integer (the seed of every run), got {plain_repr(random_state)}")
         model_options, training_options = split_keywords(kwargs)
         levels = None if quantiles is None else validate_quantiles(quantiles, argument="quantiles")
-        training = TrainingConfig.from_dict({
-            "max_epochs": max_epochs, "batch_size": batch_size, "learning_rate": learning_rate, "seed": random_state,
-            "quantiles": None if levels is None else list(levels), **training_options,
-        })
+        given = {key: value for key, value in (("max_epochs", max_epochs), ("batch_size", batch_size),
+                                                ("learning_rate", learning_rate)) if value is not None}
+        training = TrainingConfig.for_user_data(**{**given, "seed": random_state, **training_options,
+                                                   "quantiles": None if levels is None else list(levels)})
         model_spec(model, where="model")  # named as the constructor's argument
         if levels is not None:
             check_takes_quantiles(model)
         config = resolve_model_config({"name": model, **model_options, "seq_len": int(lookback), "pred_len": int(horizon)})
         flags = {name: _flag(value, name) for name, value in (("verbose", verbose), ("nonnegative", nonnegative))}
         return cls(config, {"name": model, **model_options}, training, flags["nonnegative"],
-                   dict(trainer_kwargs or {}), flags["verbose"])
+                   dict(trainer_kwargs or {}), flags["verbose"], sized_batch="batch_size" not in (given | training_options))
 
     @classmethod
     def for_run(cls, run, trainer_kwargs: Mapping[str, Any] | None = None) -> Estimator:
@@ -139,10 +142,17 @@ class Estimator:
         lengths = {"seq_len": self.model_config["seq_len"], "pred_len": self.model_config["pred_len"]}
         return resolve_model_config({"name": self.given_model["name"], **options, **decided, **lengths})
 
-    def keeping(self, model_config: Mapping[str, Any]) -> Estimator:
-        """This estimator training exactly ``model_config`` (every key given: no sizing), as the
-        refits of cross-validation train the fitted model's config."""
-        return dataclasses.replace(self, model_config=dict(model_config), given_model=dict(model_config))
+    def keeping(self, model_config: Mapping[str, Any], training: TrainingConfig | None = None) -> Estimator:
+        """This estimator training exactly ``model_config`` (every key given: no sizing) with
+        ``training`` (its batch size kept), as the refits of cross-validation train the fitted model's."""
+        return dataclasses.replace(self, model_config=dict(model_config), given_model=dict(model_config),
+                                   training=training or self.training, sized_batch=training is None and self.sized_batch)
+
+    def training_for(self, panel) -> TrainingConfig:
+        """The training of a fit on ``panel``: the batch size from its train windows when not given."""
+        if not self.sized_batch:
+            return self.training
+        return dataclasses.replace(self.training, batch_size=batch_size_for_windows(panel.window_count("train")))
 
     def fit(self, panel, *, refit: bool = False, calibrated: bool = True,
             description: Mapping[str, Any] | None = None, folder: RunFolder | None = None) -> Predictor:
@@ -179,7 +189,7 @@ class Estimator:
             raise ConfigError(f"fit(refit=...) must be True or False, got {plain_repr(refit)}")
         if refit and folder is not None:
             raise ValueError("a run folder holds one training: fit(refit=True) takes no folder")
-        estimator = self.keeping(self.sized_config(panel))
+        estimator = self.keeping(self.sized_config(panel), self.training_for(panel))
         result, run_dir = estimator._train(panel, folder=folder)
         facts = {"best_val_loss": result.best_val_loss, "epochs_run": result.epochs_run,
                  "best_epoch": result.best_epoch, "best_step": result.best_step, **result.timing}
@@ -194,7 +204,8 @@ class Estimator:
                          refit_seconds_per_epoch=result.timing.get("seconds_per_epoch"))
         train_rows, last_timestamp = panel.training_extent()
         facts.update(train_rows=train_rows, last_fit_timestamp=str(last_timestamp))
-        record = FitRecord(facts, with_covariate_counts(estimator.model_config, panel), panel, run_dir, result)
+        record = FitRecord(facts, with_covariate_counts(estimator.model_config, panel), panel, run_dir, result,
+                           estimator.training)
         return Predictor(result.module.model.cpu().eval(), estimator._meta(panel, description), self.quantiles,
                          history=panel.history, calibration=calibration, fit_record=record)
 

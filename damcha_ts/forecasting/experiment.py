@@ -137,7 +137,7 @@ def _description(panel, data_config: Mapping[str, Any]) -> dict:
 def _run_facts(run: RunConfig, fit, n_params: int) -> dict[str, Any]:
     return {"model": run.model_name, "dataset": str(run.data.dataset), "horizon": run.data.protocol.pred_len,
             "best_val_loss": fit.best_val_loss, "epochs_run": fit.epochs_run, "best_epoch": fit.best_epoch,
-            "n_params": n_params, "world_size": fit.trainer.world_size, **fit.timing}
+            "best_step": fit.best_step, "n_params": n_params, "world_size": fit.trainer.world_size, **fit.timing}
 
 
 def _test_scores(fit, panel) -> tuple[dict[str, Any], tuple]:

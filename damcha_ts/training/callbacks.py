@@ -128,7 +128,8 @@ class EpochLog(L.Callback):
 
     def on_validation_end(self, trainer, pl_module) -> None:
         self._validated = self._validated or not trainer.sanity_checking
-        if trainer.check_val_every_n_epoch is not None or trainer.sanity_checking:
+        # Per epoch, a sanity check, or a model with nothing to learn only validated (no step to report).
+        if trainer.check_val_every_n_epoch is not None or trainer.sanity_checking or trainer.state.fn != "fit":
             return
         now = time.perf_counter()
         self._report(trainer, f"step {trainer.global_step}/{trainer.max_steps}", now - self._since_validation)

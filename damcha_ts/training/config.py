@@ -186,6 +186,12 @@ class TrainingConfig:
         values = dict(USER_DATA_DEFAULTS)
         if train_windows is not None:
             values["batch_size"] = batch_size_for_windows(train_windows)
+        # A preset key yields to a given key it depends on: an epoch budget (max_epochs without
+        # max_steps) validates every epoch; another schedule has no warm-up or floor.
+        if "max_epochs" in changes and "max_steps" not in changes:
+            values = {k: v for k, v in values.items() if k not in ("max_steps", "val_check_steps")}
+        if changes.get("lr_schedule", values["lr_schedule"]) not in STEP_SCHEDULES:
+            values = {k: v for k, v in values.items() if k not in ("warmup_fraction", "lr_floor")}
         return cls.from_dict({**values, **changes})
 
     @classmethod

@@ -166,7 +166,6 @@ def test_missing_target_for_s_and_ms(user_wide):
         ({"split": "monthly"}, "split must be one of"),
         ({"split": {"train": (0, 10)}}, "explicit borders need keys"),
         ({"split": {"train": (0, 10), "val": (5, 3000), "test": (0, 20)}}, r"val borders \(5, 3000\)"),
-        ({"time_features_freq": "YE"}, "time_features_freq='YE'"),
         ({"layout": "tall"}, "layout must be one of"),
     ],
 )

@@ -69,7 +69,8 @@ def test_a_quantile_model_whose_horizon_is_not_the_datas_is_refused(tmp_path):
 
 
 def test_a_loaded_forecaster_takes_missing_training_keys_from_training_config(tmp_path):
-    """The defaults live in TrainingConfig: neither load() nor the constructor repeats them."""
+    """The defaults live in TrainingConfig (the constructor's training keywords default to None: the
+    user-data recipe, TrainingConfig.for_user_data); load() repeats neither: a saved model trains as saved."""
     import inspect
 
     from damcha_ts import Forecaster
@@ -77,8 +78,7 @@ def test_a_loaded_forecaster_takes_missing_training_keys_from_training_config(tm
     defaults = TrainingConfig()
     signature = inspect.signature(Forecaster).parameters
     assert (signature["random_state"].default, signature["max_epochs"].default, signature["batch_size"].default,
-            signature["learning_rate"].default) == (defaults.seed, defaults.max_epochs, defaults.batch_size,
-                                                    defaults.learning_rate)
+            signature["learning_rate"].default) == (defaults.seed, None, None, None)
     values, stamps = history()
     directory = save_model_dir(tmp_path / "m", tiny_model(), hand_meta(), training={"seed": 7, "patience": 5},
                                history_values=values, history_timestamps=stamps)
