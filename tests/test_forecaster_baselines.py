@@ -71,8 +71,9 @@ def test_python_and_the_command_line_train_the_same_default_model(tmp_path):
     assert Forecaster().get_params()["model"] == DEFAULT_MODEL
     data = write_csv(hourly_frame(rows=300, variates=2), tmp_path / "series.csv")
     done = run_cli(["fit", "--data", data, "--horizon", "4", "--lookback", "16", "--set", "training.max_epochs=1",
-                    "--set", "model.d_model=16", "--no-plot", "--out", tmp_path / "run"])
+                    "--set", "model.d_model=16", "--set", "model.patch_len=4", "--set", "model.stride=4", "--no-plot",
+                    "--out", tmp_path / "run"])
     assert done.code == 0, done.stderr
     saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["model"]
-    assert saved["name"] == "itransformer_damcha" and saved["static_metric"] is True  # the variant, resolved
-    assert DEFAULT_MODEL == "itransformer_damcha_static"
+    assert DEFAULT_MODEL == "gateformer_damcha_gated"  # chosen on the user-data benchmark (schema.py says why)
+    assert saved["name"] == "gateformer_damcha" and saved["metric_gate"] is True and saved["metric_delta_norm"] is True

@@ -136,6 +136,10 @@ VARIANTS = {
         # LEADERBOARD.md ablation row itransformer_damcha_gated_norm (configs/leaderboard/ablations_gated.yaml).
         ModelVariant("itransformer_damcha_gated", "itransformer_damcha", {"metric_gate": True, "metric_delta_norm": True},
                      "DAMCHA-iTransformer with a static metric plus a gated, norm-controlled input-adaptive part"),
+        # The default for user data (schema.DEFAULT_MODEL): best mean geometric-mean MASE of the candidates
+        # on the public user-data benchmark, seeds 0-4 (benchmarks/results/user_data_candidates.md).
+        ModelVariant("gateformer_damcha_gated", "gateformer_damcha", {"metric_gate": True, "metric_delta_norm": True},
+                     "DAMCHA-Gateformer with a static metric plus a gated, norm-controlled input-adaptive part"),
     )
 }
 VARIANT_NAMES = tuple(VARIANTS)
