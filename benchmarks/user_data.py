@@ -450,10 +450,11 @@ def plot(cells: pd.DataFrame, config: dict) -> None:
     datasets = [d["name"] for d in config["datasets"]]
     models = [m["name"] for m in config["models"] if m["name"] in set(cells["model"])]
     mase = cells.pivot(index="dataset", columns="model", values="mase").reindex(index=datasets, columns=models)
-    fig, ax = plt.subplots(figsize=(11, 4.5))
+    fig, ax = plt.subplots(figsize=(13, 4.5))
     width = 0.8 / max(len(models), 1)
+    colours = plt.get_cmap("tab20").colors  # tab10 would repeat a colour past ten models
     for i, model in enumerate(models):
-        ax.bar(np.arange(len(datasets)) + i * width, mase[model].to_numpy(), width, label=model)
+        ax.bar(np.arange(len(datasets)) + i * width, mase[model].to_numpy(), width, label=model, color=colours[i % 20])
     ax.axhline(1.0, color="gray", lw=0.8, ls="--")
     ax.set_xticks(np.arange(len(datasets)) + 0.4 - width / 2, datasets)
     ax.set_yscale("log")
@@ -461,7 +462,7 @@ def plot(cells: pd.DataFrame, config: dict) -> None:
     ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
     ax.set_ylabel("MASE (log scale)")
     ax.set_title("User-data benchmark: MASE per dataset (no bar: cell not run or failed; see user_data.md)")
-    ax.legend(fontsize=7, ncol=4)
+    ax.legend(fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     FIGURE.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(FIGURE, dpi=120)
