@@ -387,8 +387,8 @@ INTRO = ("Written by `python benchmarks/user_data_candidates.py report` from `re
          "season_length=<the dataset's season>)`; `seasonal_naive_model_freq_season` leaves the season to the frequency "
          "(gluonts has none for weekly and yearly data, so it is the last value), run where the two differ.\n\n"
          "Reference columns are the benchmark's own cells as found when this report was written: its run imports a "
-         "snapshot of commit 0b6f775 (`damcha_ts_defaults` is the benchmark recipe, 10 epochs, lr 1e-4 halved each "
-         "epoch); the candidates import the working tree (`details.damcha_ts_git` in each JSON). – : not run (yet) or failed.")
+         "snapshot of commit 0b6f775 (`damcha_ts_defaults` is `itransformer_damcha` under the benchmark recipe, 10 "
+         "epochs, lr 1e-4 halved each epoch); the candidates import the working tree (`details.damcha_ts_git` in each JSON). – : not run (yet) or failed.")
 
 
 def report() -> None:
