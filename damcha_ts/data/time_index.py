@@ -97,7 +97,8 @@ def inferred_freq(index: pd.DatetimeIndex, place: Place) -> str:
 def season_length_of(freq: str | None, season_length: int | None = None) -> int:
     """The season ``m`` of a frequency (MASE's seasonal naive scale, the ``seasonal_naive`` model):
     ``season_length`` when given (checked: ConfigError naming it), else gluonts'
-    ``get_seasonality(freq)`` (24 hourly, 48 half-hourly, 7 daily, 12 monthly...); 1 without one."""
+    ``get_seasonality(freq)`` (24 hourly, 48 half-hourly, 5 business-daily, 12 monthly, 4 quarterly;
+    1 daily, weekly and yearly, the M4 convention); 1 without one."""
     if season_length is not None:
         return positive_int(season_length, "season_length", "a positive integer (rows per season) or None")
     if not freq:
