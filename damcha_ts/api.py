@@ -28,6 +28,7 @@ from damcha_ts.data import prepare
 from damcha_ts.data.covariates import covariate_settings
 from damcha_ts.data.entity_column import with_entity_col
 from damcha_ts.data.options import ProtocolOptions
+from damcha_ts.data.time_index import season_length_of
 from damcha_ts.errors import ConfigError
 from damcha_ts.forecasting.backtest import window_step
 from damcha_ts.forecasting.cross_validation import backtest_rows, refit_every, rolling_forecasts
@@ -37,7 +38,6 @@ from damcha_ts.forecasting.history import future_values, history_from, prepare_a
 from damcha_ts.forecasting.intervals import check_levels, require_calibration
 from damcha_ts.forecasting.predict import predict as predict_with, stored_history
 from damcha_ts.forecasting.predictor import Predictor
-from damcha_ts.forecasting.scores import season_length_of
 from damcha_ts.forecasting.window_scores import calibrate, refuse_empty_test_split, refuse_trained_split
 from damcha_ts.plotting import plot_prediction
 from damcha_ts.schema import DEFAULT_MODEL

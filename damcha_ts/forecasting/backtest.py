@@ -61,7 +61,7 @@ def window_forecasts(predictor, values: np.ndarray, timestamps: pd.DatetimeIndex
                      season_length: int | None = None) -> pd.DataFrame:
     """:func:`backtest` once its arguments are checked: ``step`` rows between cutoffs (from
     :func:`window_step`) and the ``interval_levels`` :func:`check_levels` gave."""
-    from damcha_ts.forecasting.scores import season_length_of
+    from damcha_ts.data.time_index import season_length_of
     from damcha_ts.models.quantiles import quantile_column_name  # imports torch: only now
 
     require_calibration(predictor, interval_levels)

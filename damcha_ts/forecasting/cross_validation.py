@@ -79,7 +79,8 @@ def rolling_forecasts(predictor, rows: Rows, *, n_windows: int, step: int, every
     of windows. The frame has the entity column first when the model has one (:func:`backtest_rows`).
     Its ``attrs["scores"]`` score every window, each scaled by the rows up to its cutoff (those its
     model trained on), pooled over the groups and entities (:func:`~damcha_ts.forecasting.scores.over_groups`)."""
-    from damcha_ts.forecasting.scores import over_groups, season_length_of
+    from damcha_ts.data.time_index import season_length_of
+    from damcha_ts.forecasting.scores import over_groups
 
     horizon, lookback = predictor.horizon, predictor.lookback
     season_length_of(getattr(predictor.meta, "freq", None), season_length)  # checked before any training

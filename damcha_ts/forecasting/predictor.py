@@ -265,7 +265,7 @@ class Predictor:
         scored too: ``coverage_80``, ``width_80``, ``scaled_crps_intervals``, and for a quantile model
         ``coverage_80_uncalibrated``, ``pinball_loss`` and ``wql`` (see
         :func:`damcha_ts.forecasting.window_scores.split_scores`)."""
-        from damcha_ts.forecasting.scores import season_length_of
+        from damcha_ts.data.time_index import season_length_of
         from damcha_ts.training.evaluation import evaluate_loader, scored_scaler, split_loader, summary
 
         require_calibration(self, levels)  # before any forecast

@@ -31,8 +31,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from damcha_ts.data.time_index import season_length_of  # noqa: F401  (the season of the scores)
-
 #: Scores that are ratios per series: pooled as the mean over entities.
 RATIO_SCORES = ("mase", "scaled_crps", "scaled_crps_intervals")
 #: The key of the point forecast in gluonts.ev's data (its default forecast type for MASE, sMAPE).

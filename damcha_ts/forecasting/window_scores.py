@@ -151,7 +151,8 @@ def split_scores(predictor, series, split: str, levels: Sequence[float] = (), *,
     window of ``split`` (raw scale, through the predictor). MASE's scale ``s`` is each variate's
     seasonal naive MAE over the series' train rows (the model's training rows; train + val after a
     refit), season from the model's frequency or ``season_length``."""
-    from damcha_ts.forecasting.scores import ForecastScores, season_length_of, seasonal_scale
+    from damcha_ts.data.time_index import season_length_of
+    from damcha_ts.forecasting.scores import ForecastScores, seasonal_scale
 
     season = season_length_of(getattr(predictor.meta, "freq", None), season_length)  # checked before any forecast
     intervals = IntervalSums(predictor, levels) if levels else None

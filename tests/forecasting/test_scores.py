@@ -20,7 +20,8 @@ from damcha_ts.forecasting.backtest import backtest
 from damcha_ts.forecasting.cross_validation import cross_validation
 from damcha_ts.forecasting.intervals import interval
 from damcha_ts.forecasting.predictor import pooled_scores
-from damcha_ts.forecasting.scores import ForecastScores, season_length_of
+from damcha_ts.data.time_index import season_length_of
+from damcha_ts.forecasting.scores import ForecastScores
 from damcha_ts.forecasting.window_scores import calibrate
 
 from handmade import COLUMNS, HORIZON, LOOKBACK, MEAN, SCALE, hand_meta, tiny_model
