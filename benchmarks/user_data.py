@@ -525,19 +525,27 @@ def report() -> None:
     log(f"wrote {REPORT} and {FIGURE}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def command_line(argv, run_cells, write_report, *, description: str, run_help: str, report_help: str,
+                 models_help: str | None = None) -> None:
+    """``run [--datasets] [--models] [--force]`` or ``report``: this benchmark's and user_data_candidates.py's."""
+    parser = argparse.ArgumentParser(description=description)
     sub = parser.add_subparsers(dest="command", required=True)
-    run_parser = sub.add_parser("run", help="fit and score the cells whose JSON is missing")
+    run_parser = sub.add_parser("run", help=run_help)
     run_parser.add_argument("--datasets", nargs="+")
-    run_parser.add_argument("--models", nargs="+")
+    run_parser.add_argument("--models", nargs="+", help=models_help)
     run_parser.add_argument("--force", action="store_true", help="rerun cells whose JSON exists")
-    sub.add_parser("report", help="write results/user_data.md and plots/user_data_mase.png")
+    sub.add_parser("report", help=report_help)
     args = parser.parse_args(argv)
     if args.command == "run":
-        run(args.datasets, args.models, args.force)
+        run_cells(args.datasets, args.models, args.force)
     else:
-        report()
+        write_report()
+
+
+def main(argv: list[str] | None = None) -> None:
+    command_line(argv, run, report, description=__doc__.split("\n\n")[0],
+                 run_help="fit and score the cells whose JSON is missing",
+                 report_help="write results/user_data.md and plots/user_data_mase.png")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ cheapest candidate first, then the attention candidates again with seeds 1-4 (``
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -437,18 +436,10 @@ def report() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    run_parser = sub.add_parser("run", help="fit and score the candidate cells whose JSON is missing")
-    run_parser.add_argument("--datasets", nargs="+")
-    run_parser.add_argument("--models", nargs="+", help=f"of {[c['name'] for c in [*CANDIDATES, *SEED_RUNS]]}")
-    run_parser.add_argument("--force", action="store_true", help="rerun cells whose JSON exists")
-    sub.add_parser("report", help=f"write {REPORT.relative_to(user_data.ROOT.parent)}")
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        run(args.datasets, args.models, args.force)
-    else:
-        report()
+    user_data.command_line(argv, run, report, description=__doc__.split("\n\n")[0],
+                           run_help="fit and score the candidate cells whose JSON is missing",
+                           models_help=f"of {[c['name'] for c in [*CANDIDATES, *SEED_RUNS]]}",
+                           report_help=f"write {REPORT.relative_to(user_data.ROOT.parent)}")
 
 
 if __name__ == "__main__":

@@ -6,22 +6,16 @@ at all checks that it loads them only inside the functions that fit them.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "user_data.py"
+from benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def ud():
-    spec = importlib.util.spec_from_file_location("user_data_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("user_data")
 
 
 def synthetic_frame(rows: int = 100, series: int = 3) -> pd.DataFrame:

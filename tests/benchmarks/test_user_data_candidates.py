@@ -3,22 +3,16 @@ the batch from are the ones the Forecaster's fit sees, and its seasonal-naive re
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "user_data_candidates.py"
+from benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def udc():
-    spec = importlib.util.spec_from_file_location("user_data_candidates_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("user_data_candidates")
 
 
 def frame(rows: int, series: int = 2) -> pd.DataFrame:
