@@ -5,7 +5,7 @@
 
 The one home of what a fit decides beyond the training loop (``training.runner.fit_series``):
 the model's size on user data (:mod:`damcha_ts.models.sizing`), the refit on the train and
-validation rows for the best epoch count, and the calibration of ``level=`` intervals on the
+validation rows for the first pass's best step (step budget) or epoch count, and the calibration of ``level=`` intervals on the
 validation windows (by the first pass, before a refit trains on them). ``Forecaster.fit``, the
 refits of ``Forecaster.cross_validation`` and every run (``forecasting/experiment.run_experiment``:
 ``damcha-ts fit``, a leaderboard cell, a tuning trial: ``Estimator.for_run`` fitted into a
@@ -159,7 +159,7 @@ class Estimator:
         """The Predictor of a model trained on ``panel`` with early stopping on its validation split.
 
         ``refit``: then retrain from scratch (same seed) on the train and validation rows for the
-        best epoch count, without validation, and keep that model. ``calibrated``: with the
+        first pass's best step count (step budget) or epoch count, without validation, and keep that model. ``calibrated``: with the
         calibration of ``level=`` intervals on the validation windows, by the model trained without
         them. ``description``: ``SeriesMeta.from_panel``'s keywords (data_config, input_kind,
         input_options). ``folder``: train there (a run's; no refit) instead of a new ``fit_*`` folder
