@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -279,9 +280,13 @@ def training_command(command: str, out_dir: Path, *, resume: bool, config_hash: 
     try:
         try:
             yield
-        except Exception:
-            if stopping:  # e.g. "DataLoader worker exited unexpectedly": the stop's echo
-                raise Stopped(stopping[0]) from None
+        except Exception as exc:
+            # E.g. "DataLoader worker exited unexpectedly": the stop's echo. A signal sent to the group
+            # can also end a worker, and torch's SIGCHLD handler raise that, before this process runs
+            # its own handler (seen inside Lightning's SIGTERM handler under CI load).
+            signum = stopping[0] if stopping else _worker_stop_signal(exc)
+            if signum is not None:
+                raise Stopped(signum) from None
             raise
     except Stopped as exc:
         raise Stopped(exc.signum, _stopped_message(command, out_dir, exc, overwrite=overwrite)) from None
@@ -296,6 +301,13 @@ def training_command(command: str, out_dir: Path, *, resume: bool, config_hash: 
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def _worker_stop_signal(error: BaseException) -> int | None:
+    """SIGTERM or SIGINT when ``error`` is torch's report of a DataLoader worker ended by that signal."""
+    names = {signal.strsignal(number): number for number in (signal.SIGTERM, signal.SIGINT)}
+    match = re.search(r"DataLoader worker \(pid \d+\) is killed by signal: (.+?)\.? *$", str(error))
+    return names.get(match.group(1)) if isinstance(error, RuntimeError) and match else None
 
 
 def _stopped_message(command: str, out_dir: Path, stop: BaseException, *, overwrite: bool) -> str:

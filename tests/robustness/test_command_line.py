@@ -237,3 +237,26 @@ def test_a_resumed_fit_that_fails_keeps_every_earlier_epoch_in_its_log(tmp_path,
     assert "training failed (injected)" in resumed.stderr
     after = pd.read_csv(out / "logs" / "metrics.csv")
     pd.testing.assert_frame_equal(after.iloc[: len(logged)][list(logged.columns)], logged)  # every earlier row, first
+
+
+@pytest.mark.parametrize(("signum", "name"), [(signal.SIGTERM, "Terminated"), (signal.SIGINT, "Interrupt")])
+def test_a_worker_ended_by_the_groups_signal_before_this_process_saw_it_is_a_stop(signum, name, tmp_path):
+    """A signal sent to the whole group can end a DataLoader worker, and torch's SIGCHLD handler raise
+    that, before this process runs its own handler (CI saw it inside Lightning's SIGTERM handler):
+    that error is the stop (exit 143 / 130, the --resume message), not a failure with a traceback
+    and a fit_failed.txt. Any other worker death stays an error."""
+    from damcha_ts.cli.fit import FAILED_MARKER, training_command
+    from damcha_ts.errors import Stopped
+
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)  # the run had started
+    with pytest.raises(Stopped) as stopped:
+        with training_command("fit", out, resume=False, config_hash="abc"):
+            raise RuntimeError(f"DataLoader worker (pid 4940) is killed by signal: {name}. ")
+    assert stopped.value.exit_code == STOPPED_BY[signum][0]
+    assert f"fit: {STOPPED_BY[signum][1]}; the run in {out} can be continued" in str(stopped.value)
+    assert not (out / FAILED_MARKER).exists()
+    with pytest.raises(RuntimeError, match="Killed"):
+        with training_command("fit", out, resume=False, config_hash="abc"):
+            raise RuntimeError("DataLoader worker (pid 4940) is killed by signal: Killed. ")
+    assert (out / FAILED_MARKER).is_file()
