@@ -57,7 +57,9 @@ class Forecaster:
     """A forecasting model with scikit-learn-style ``fit`` / ``predict``.
 
     Args:
-        model: one of ``itransformer_mha``, ``itransformer_damcha`` (the paper's DAMCHA),
+        model: ``"auto"`` (the best candidate on validation within ``time_budget``: the baselines,
+            the linear model and the DAMCHA and MHA models of both families; ``leaderboard_`` after
+            fit says what it tried), or one of ``itransformer_mha``, ``itransformer_damcha`` (the paper's DAMCHA),
             ``gateformer_mha``, ``gateformer_damcha``, a variant such as ``itransformer_damcha_static``
             (DAMCHA with the static metric, the best DAMCHA-iTransformer of the leaderboard; see
             ``damcha_ts.models.registry.VARIANTS``), or a bare family name with explicit attention keys.
@@ -82,6 +84,10 @@ class Forecaster:
             the horizon too (calendars, prices, promotions; ``predict(future=frame)`` gives them).
         static_covariates: per-entity constants (a store's size), for many-entity data: ``fit(table,
             entity_col="store")``; one more token, z-scored over the entities.
+        time_budget, search, storage: for ``model="auto"`` only (:mod:`damcha_ts.tuning.auto`): the
+            seconds the search and the final fit may take (default 300), the space (a mapping or YAML
+            file of :class:`~damcha_ts.tuning.auto.AutoSpace`'s keys), and an Optuna storage (a SQLite
+            file or URL) that keeps the study so that the same fit continues it.
         data_settings: the data section ``fit`` starts from (a dataset and its options: what
             :meth:`from_config` and :meth:`load` give), or None.
         **model_hyperparameters: model config keys (``d_model``, ``e_layers``, ``n_heads``,
@@ -106,7 +112,8 @@ class Forecaster:
                  trainer_kwargs: Mapping[str, Any] | None = None, quantiles: Sequence[float] | None = None,
                  verbose: bool = False, nonnegative: bool = False, past_covariates: Sequence[str] | None = None,
                  future_covariates: Sequence[str] | None = None, static_covariates: Sequence[str] | None = None,
-                 data_settings: Mapping[str, Any] | None = None, **model_hyperparameters: Any):
+                 data_settings: Mapping[str, Any] | None = None, time_budget: float | None = None,
+                 search: Any = None, storage: str | Path | None = None, **model_hyperparameters: Any):
         # The parameters as given (get_params returns these very objects, as sklearn.base.clone checks).
         self._params = {key: value for key, value in locals().items() if key not in ("self", "model_hyperparameters")}
         self._params.update(model_hyperparameters)
@@ -115,10 +122,14 @@ class Forecaster:
         self._configured_data = {**covariate_settings(past_covariates, future_covariates, static_covariates),
                                  **self._data_settings}
         self._estimator = Estimator.from_keywords(
-            model, horizon, lookback, random_state=random_state, max_epochs=max_epochs, batch_size=batch_size,
-            learning_rate=learning_rate, quantiles=quantiles, nonnegative=nonnegative, trainer_kwargs=trainer_kwargs,
-            verbose=verbose, **model_hyperparameters,
+            DEFAULT_MODEL if model == "auto" else model, horizon, lookback, random_state=random_state,
+            max_epochs=max_epochs, batch_size=batch_size, learning_rate=learning_rate, quantiles=quantiles,
+            nonnegative=nonnegative, trainer_kwargs=trainer_kwargs, verbose=verbose, **model_hyperparameters,
         )
+        # model="auto": a search over candidates (tuning/auto.py); the estimator then holds what they share.
+        fixed = {"max_epochs": max_epochs, "batch_size": batch_size, "learning_rate": learning_rate, **model_hyperparameters}
+        self._search = _auto_search(model, horizon, time_budget, search, storage, verbose,
+                                    [key for key, value in fixed.items() if value is not None])
         self.training, self.verbose = self._estimator.training, self._estimator.verbose
         self.nonnegative, self.trainer_kwargs = self._estimator.nonnegative, dict(self._estimator.trainer_kwargs)
         self.horizon, self.lookback = int(horizon), int(lookback)
@@ -195,8 +206,14 @@ class Forecaster:
             data = self._configured_data["dataset"]
         options = prepare_options(self._configured_data, self.freq, data, data_options)
         options = with_entity_col(data, options)  # a table that names its series: many entities
-        panel = prepare(data, seq_len=self.lookback, pred_len=self.horizon, **options)
-        self.predictor_ = self._estimator.fit(panel, refit=refit, description=input_description(data, options, panel))
+        if self._search is not None:
+            self.predictor_ = self._search.fit(
+                lambda lookback: prepare(data, seq_len=lookback, pred_len=self.horizon, **options), self._estimator,
+                lambda panel: input_description(data, options, panel))
+            self.lookback = self.predictor_.meta.seq_len
+        else:
+            panel = prepare(data, seq_len=self.lookback, pred_len=self.horizon, **options)
+            self.predictor_ = self._estimator.fit(panel, refit=refit, description=input_description(data, options, panel))
         self.training = self.predictor_.fit_record.training  # the batch size the data chose, when not given
         return self
 
@@ -411,8 +428,18 @@ class Forecaster:
     @property
     def model_config(self) -> dict:
         """The complete model config: the fitted model's (data-sized, with its covariate counts), or
-        before fit the one the parameters give."""
-        return self._estimator.model_config if self.predictor_ is None else self.predictor_.fit_record.model_config
+        before fit the one the parameters give (``{"name": "auto"}`` for a search)."""
+        if self.predictor_ is None:
+            return {"name": "auto"} if self._search else self._estimator.model_config
+        return self.predictor_.fit_record.model_config
+
+    @property
+    def leaderboard_(self) -> pd.DataFrame | None:
+        """``Forecaster("auto")``'s search after fit: every trial's model, lookback, settings, validation
+        MASE, seconds and state, best first; None for other models."""
+        from damcha_ts.tuning.auto import leaderboard
+
+        return leaderboard(self.fit_result_) if "auto" in self.fit_result_ else None
 
     @property
     def data_config(self) -> dict:
@@ -437,6 +464,24 @@ class Forecaster:
 
 
 # ---------------------------------------------------------------------- constructor settings
+def _auto_search(model: str, horizon: int, time_budget, search, storage, verbose, fixed: Sequence[str]):
+    """The search of ``model="auto"`` (:class:`damcha_ts.tuning.auto.AutoSearch`), or None for a
+    model; ConfigError for search settings without ``"auto"``, or ``fixed`` model and training keys with it."""
+    given = [name for name, value in (("time_budget", time_budget), ("search", search), ("storage", storage))
+             if value is not None]
+    if model != "auto":
+        if given:
+            raise ConfigError(f"{', '.join(given)}: only for model='auto' (the search over models), not {model!r}")
+        return None
+    if fixed:
+        raise ConfigError(f"model='auto' searches the model and its training; {list(fixed)} cannot be given to it "
+                          "(narrow or widen the search with search={...}, docs/forecasting.md)")
+    from damcha_ts.tuning.auto import DEFAULT_TIME_BUDGET, AutoSearch  # Optuna: loaded when a search runs
+
+    return AutoSearch(horizon, DEFAULT_TIME_BUDGET if time_budget is None else time_budget, search=search,
+                      storage=storage, verbose=verbose)
+
+
 def _keywords(training: Mapping[str, Any]) -> dict:
     """Constructor keywords of a (saved or configured) training section, complete (keys it lacks are
     TrainingConfig's defaults, so that it trains as configured and not with the user-data recipe):

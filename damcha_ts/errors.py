@@ -47,6 +47,11 @@ class ConvergenceWarning(UserWarning):
     one, so a larger budget (``max_steps`` or ``max_epochs``) would likely give a better model."""
 
 
+class BudgetWarning(UserWarning):
+    """``Forecaster("auto")``'s time budget ran out before any trained candidate was scored: the
+    forecast is the best baseline's, and a larger ``time_budget`` would let trained models compete."""
+
+
 class Stopped(BaseException):
     """A command ended by a signal: SIGTERM (kill, timeout, a batch scheduler) or SIGINT (Ctrl+C).
 

@@ -28,7 +28,14 @@ from damcha_ts.data.csv_files import frame_label, read_csv_frame
 from damcha_ts.data.entities import check_entities, check_scaler, entity_errors, errors_of, id_dtype_of, split_entities
 from damcha_ts.data.entity_column import with_entity_col
 from damcha_ts.data.frames import Source, series_name
-from damcha_ts.data.protocol import SPLITS, SeriesData, check_arguments, prepare_series, train_on_train_and_val
+from damcha_ts.data.protocol import (
+    SPLITS,
+    SeriesData,
+    check_arguments,
+    prepare_series,
+    selection_split,
+    train_on_train_and_val,
+)
 from damcha_ts.data.scaling import StandardScaler
 from damcha_ts.errors import ConfigError, DataError
 
@@ -104,6 +111,12 @@ class Panel:
         """Each entity's train split extended over its validation rows, the scalers refitted
         (:func:`~damcha_ts.data.protocol.train_on_train_and_val`): what ``refit=True`` retrains on."""
         return self.map(train_on_train_and_val)
+
+    def selection_split(self, inner_val_rows: int) -> Panel:
+        """Each entity's validation rows as its test split, its train rows split again with an inner
+        validation tail (:func:`~damcha_ts.data.protocol.selection_split`): where ``Forecaster("auto")``
+        trains and scores its candidates, never reading the test rows."""
+        return self.map(lambda series: selection_split(series, inner_val_rows))
 
     def errors_of(self, entity: str):
         """A context in which a DamchaError names ``entity`` (:func:`~damcha_ts.data.entities.entity_errors`),

@@ -239,6 +239,25 @@ def train_on_train_and_val(series: SeriesData) -> SeriesData:
                                scaled=scaler.transform(series.values).astype(np.float32))
 
 
+def selection_split(series: SeriesData, inner_val_rows: int) -> SeriesData:
+    """``series`` cut for choosing a model on its validation rows (``Forecaster("auto")``): those
+    rows become the test split, scored once per candidate; the train rows split again into a
+    train part and an inner validation tail of ``inner_val_rows`` (early stopping); the scaler is
+    refitted on the new train rows. The test rows of ``series`` lie outside every split.
+    A panel's: :meth:`damcha_ts.data.panel.Panel.selection_split`."""
+    (_, train_end), (_, val_end), seq_len = series.borders["train"], series.borders["val"], series.seq_len
+    inner_end = train_end - int(inner_val_rows)
+    if inner_val_rows < series.pred_len or inner_end < seq_len + series.pred_len:
+        raise ConfigError(f"{series.name}: its {train_end} train rows hold no inner validation tail of "
+                          f"{inner_val_rows} rows (at least pred_len = {series.pred_len}) after a training window of "
+                          f"seq_len + pred_len = {seq_len + series.pred_len} rows; use a shorter lookback or more data")
+    borders = {"train": (0, inner_end), "val": (inner_end - seq_len, train_end), "test": (train_end - seq_len, val_end)}
+    scaler = StandardScaler.fit(series.values[:inner_end])
+    covariates = None if series.covariates is None else series.covariates.rescaled(borders["train"])
+    return dataclasses.replace(series, borders=borders, scaler=scaler, covariates=covariates,
+                               scaled=scaler.transform(series.values).astype(np.float32))
+
+
 def time_features(timestamps: pd.DatetimeIndex, freq: str = "h") -> tuple[np.ndarray, list[str]]:
     """timeF marks [T, M] float32 and their names, from GluonTS's time features.
 
