@@ -24,7 +24,6 @@ from typing import Any
 
 import pandas as pd
 
-from damcha_ts.data import prepare
 from damcha_ts.data.covariates import covariate_settings
 from damcha_ts.data.entity_column import with_entity_col
 from damcha_ts.data.options import ProtocolOptions
@@ -33,7 +32,7 @@ from damcha_ts.errors import ConfigError
 from damcha_ts.forecasting.backtest import window_step
 from damcha_ts.forecasting.cross_validation import backtest_rows, refit_every, rolling_forecasts
 from damcha_ts.forecasting.entities import one_entity, rolling_rows
-from damcha_ts.forecasting.estimator import Estimator, FitRecord, input_description
+from damcha_ts.forecasting.estimator import Estimator, FitRecord, training_keywords
 from damcha_ts.forecasting.history import future_values, history_from, prepare_as_fitted, prepare_options
 from damcha_ts.forecasting.intervals import check_levels, require_calibration
 from damcha_ts.forecasting.predict import predict as predict_with, stored_history
@@ -42,6 +41,7 @@ from damcha_ts.forecasting.window_scores import calibrate, refuse_empty_test_spl
 from damcha_ts.plotting import plot_prediction
 from damcha_ts.schema import DEFAULT_MODEL
 from damcha_ts.training.config import TrainingConfig, load_run_config
+from damcha_ts.tuning.auto import leaderboard, search_of
 
 # The training defaults live in TrainingConfig alone, the lookback and horizon in ProtocolOptions;
 # the constructor's come from there.
@@ -57,9 +57,8 @@ class Forecaster:
     """A forecasting model with scikit-learn-style ``fit`` / ``predict``.
 
     Args:
-        model: ``"auto"`` (the best candidate on validation within ``time_budget``: the baselines,
-            the linear model and the DAMCHA and MHA models of both families; ``leaderboard_`` after
-            fit says what it tried), or one of ``itransformer_mha``, ``itransformer_damcha`` (the paper's DAMCHA),
+        model: ``"auto"`` (the candidate best on validation within ``time_budget``; ``leaderboard_``
+            says what it tried), or one of ``itransformer_mha``, ``itransformer_damcha`` (the paper's DAMCHA),
             ``gateformer_mha``, ``gateformer_damcha``, a variant such as ``itransformer_damcha_static``
             (DAMCHA with the static metric, the best DAMCHA-iTransformer of the leaderboard; see
             ``damcha_ts.models.registry.VARIANTS``), or a bare family name with explicit attention keys.
@@ -84,10 +83,8 @@ class Forecaster:
             the horizon too (calendars, prices, promotions; ``predict(future=frame)`` gives them).
         static_covariates: per-entity constants (a store's size), for many-entity data: ``fit(table,
             entity_col="store")``; one more token, z-scored over the entities.
-        time_budget, search, storage: for ``model="auto"`` only (:mod:`damcha_ts.tuning.auto`): the
-            seconds the search and the final fit may take (default 300), the space (a mapping or YAML
-            file of :class:`~damcha_ts.tuning.auto.AutoSpace`'s keys), and an Optuna storage (a SQLite
-            file or URL) that keeps the study so that the same fit continues it.
+        time_budget, search, storage: ``model="auto"``'s seconds (default 300), space (``AutoSpace``'s keys)
+            and Optuna storage (a study kept there is continued): :mod:`damcha_ts.tuning.auto`.
         data_settings: the data section ``fit`` starts from (a dataset and its options: what
             :meth:`from_config` and :meth:`load` give), or None.
         **model_hyperparameters: model config keys (``d_model``, ``e_layers``, ``n_heads``,
@@ -121,20 +118,15 @@ class Forecaster:
         self._data_settings = dict(data_settings or {})
         self._configured_data = {**covariate_settings(past_covariates, future_covariates, static_covariates),
                                  **self._data_settings}
+        given = {"max_epochs": max_epochs, "batch_size": batch_size, "learning_rate": learning_rate, **model_hyperparameters}
         self._estimator = Estimator.from_keywords(
-            DEFAULT_MODEL if model == "auto" else model, horizon, lookback, random_state=random_state,
-            max_epochs=max_epochs, batch_size=batch_size, learning_rate=learning_rate, quantiles=quantiles,
-            nonnegative=nonnegative, trainer_kwargs=trainer_kwargs, verbose=verbose, **model_hyperparameters,
-        )
+            DEFAULT_MODEL if model == "auto" else model, horizon, lookback, random_state=random_state, quantiles=quantiles,
+            nonnegative=nonnegative, trainer_kwargs=trainer_kwargs, verbose=verbose, **given)
         # model="auto": a search over candidates (tuning/auto.py); the estimator then holds what they share.
-        fixed = {"max_epochs": max_epochs, "batch_size": batch_size, "learning_rate": learning_rate, **model_hyperparameters}
-        self._search = _auto_search(model, horizon, time_budget, search, storage, verbose,
-                                    [key for key, value in fixed.items() if value is not None])
+        self._search = search_of(model, self._estimator, time_budget=time_budget, search=search, storage=storage, given=given)
         self.training, self.verbose = self._estimator.training, self._estimator.verbose
         self.nonnegative, self.trainer_kwargs = self._estimator.nonnegative, dict(self._estimator.trainer_kwargs)
-        self.horizon, self.lookback = int(horizon), int(lookback)
-        self.freq = freq
-        self.random_state = random_state
+        self.horizon, self.lookback, self.freq, self.random_state = int(horizon), int(lookback), freq, random_state
         # Validated levels (sorted, 0.5 added): the quantile columns of every output follow them.
         self.quantiles = self._estimator.quantiles
         self.predictor_: Predictor | None = None  # the fitted model: set by fit and load, the one fitted state
@@ -151,7 +143,7 @@ class Forecaster:
         name, lookback, horizon = model.pop("name"), model.pop("seq_len"), model.pop("pred_len")
         settings = {k: v for k, v in data.items() if k not in ("seq_len", "pred_len")}
         return cls(name, horizon=horizon, lookback=lookback, trainer_kwargs=trainer_kwargs, data_settings=settings,
-                   **model, **_keywords(resolved["training"]))
+                   **model, **training_keywords(resolved["training"]))
 
     # ------------------------------------------------------------------ parameters
     def get_params(self, deep: bool = False) -> dict[str, Any]:
@@ -193,12 +185,10 @@ class Forecaster:
         entities with the same variates as one model's data (each split and scaled on its own,
         ``scaler="entity"`` or ``"global"``; see :mod:`damcha_ts.data.entities`).
 
-        ``refit=True``: once early stopping has found the best epoch count on the validation split,
-        retrain from scratch (same seed) on the train and validation rows for that many epochs,
-        without validation, and keep that model (its scaler fitted on those rows); ``fit_result_``
-        then says ``refit: True`` and ``refit_epochs``. With ``test_size=0`` that is every row.
-        Its ``level=`` intervals are calibrated on the validation windows by the first pass, before
-        the refit trained on them.
+        ``refit=True``: then retrain from scratch (same seed) on the train and validation rows, without
+        validation, for the best step or epoch count early stopping found, and keep that model
+        (``fit_result_``: ``refit``, ``refit_steps`` or ``refit_epochs``); ``level=`` intervals stay
+        calibrated by the first pass. ``model="auto"`` always refits the trained candidate it chose.
         """
         if data is None:
             if not self._configured_data.get("dataset"):
@@ -206,15 +196,10 @@ class Forecaster:
             data = self._configured_data["dataset"]
         options = prepare_options(self._configured_data, self.freq, data, data_options)
         options = with_entity_col(data, options)  # a table that names its series: many entities
-        if self._search is not None:
-            self.predictor_ = self._search.fit(
-                lambda lookback: prepare(data, seq_len=lookback, pred_len=self.horizon, **options), self._estimator,
-                lambda panel: input_description(data, options, panel))
-            self.lookback = self.predictor_.meta.seq_len
-        else:
-            panel = prepare(data, seq_len=self.lookback, pred_len=self.horizon, **options)
-            self.predictor_ = self._estimator.fit(panel, refit=refit, description=input_description(data, options, panel))
-        self.training = self.predictor_.fit_record.training  # the batch size the data chose, when not given
+        fitter = self._search or self._estimator  # model="auto": the search (tuning/auto.py)
+        self.predictor_ = fitter.fit_data(data, options, refit=refit)
+        # The batch size the data chose (when not given), the lookback the search chose.
+        self.training, self.lookback = self.predictor_.fit_record.training, self.predictor_.meta.seq_len
         return self
 
     # ------------------------------------------------------------------ forecasting
@@ -381,7 +366,7 @@ class Forecaster:
                         if k not in ("seq_len", "pred_len") and not k.endswith("_covariates")}
         forecaster = cls(model.name, horizon=meta.pred_len, lookback=meta.seq_len, freq=meta.freq,
                          nonnegative=bool(meta.nonnegative), data_settings=dict(meta.data_config or {}),
-                         **model_config, **_keywords(loaded.training))  # a refit keeps the saved setting
+                         **model_config, **training_keywords(loaded.training))  # a refit keeps the saved setting
         forecaster.predictor_ = Predictor.from_saved(loaded)
         forecaster.predictor_.fit_record = FitRecord(loaded.metrics, forecaster._estimator.model_config)
         return forecaster
@@ -435,10 +420,8 @@ class Forecaster:
 
     @property
     def leaderboard_(self) -> pd.DataFrame | None:
-        """``Forecaster("auto")``'s search after fit: every trial's model, lookback, settings, validation
-        MASE, seconds and state, best first; None for other models."""
-        from damcha_ts.tuning.auto import leaderboard
-
+        """``Forecaster("auto")``'s trials after fit (model, lookback, settings, validation MASE,
+        seconds, state), best first; None for other models."""
         return leaderboard(self.fit_result_) if "auto" in self.fit_result_ else None
 
     @property
@@ -461,32 +444,3 @@ class Forecaster:
     def __repr__(self) -> str:
         state = "fitted" if self.is_fitted else "not fitted"
         return f"Forecaster(model={self.model_config['name']!r}, horizon={self.horizon}, lookback={self.lookback}, {state})"
-
-
-# ---------------------------------------------------------------------- constructor settings
-def _auto_search(model: str, horizon: int, time_budget, search, storage, verbose, fixed: Sequence[str]):
-    """The search of ``model="auto"`` (:class:`damcha_ts.tuning.auto.AutoSearch`), or None for a
-    model; ConfigError for search settings without ``"auto"``, or ``fixed`` model and training keys with it."""
-    given = [name for name, value in (("time_budget", time_budget), ("search", search), ("storage", storage))
-             if value is not None]
-    if model != "auto":
-        if given:
-            raise ConfigError(f"{', '.join(given)}: only for model='auto' (the search over models), not {model!r}")
-        return None
-    if fixed:
-        raise ConfigError(f"model='auto' searches the model and its training; {list(fixed)} cannot be given to it "
-                          "(narrow or widen the search with search={...}, docs/forecasting.md)")
-    from damcha_ts.tuning.auto import DEFAULT_TIME_BUDGET, AutoSearch  # Optuna: loaded when a search runs
-
-    return AutoSearch(horizon, DEFAULT_TIME_BUDGET if time_budget is None else time_budget, search=search,
-                      storage=storage, verbose=verbose)
-
-
-def _keywords(training: Mapping[str, Any]) -> dict:
-    """Constructor keywords of a (saved or configured) training section, complete (keys it lacks are
-    TrainingConfig's defaults, so that it trains as configured and not with the user-data recipe):
-    its ``seed`` is the ``random_state``."""
-    keywords = dataclasses.asdict(TrainingConfig.from_dict(training))
-    if "seed" in keywords:
-        keywords["random_state"] = keywords.pop("seed")
-    return keywords

@@ -82,6 +82,12 @@ def register(subparsers) -> None:
         source.add_argument(f"--{kind}-covariates", type=column_list, metavar="COL[,COL...]",
                             help=f"columns the model reads and never forecasts, {what}")
     add_overrides_argument(source)
+    search = parser.add_argument_group("--model auto: the search over models (Forecaster('auto'), docs/forecasting.md)")
+    search.add_argument("--time-budget", type=float, metavar="SECONDS",
+                        help="seconds the search and the final fit may take (default 300)")
+    search.add_argument("--search", metavar="FILE", help="YAML file narrowing or widening the space (AutoSpace keys)")
+    search.add_argument("--storage", help="SQLite file or Optuna storage URL keeping the study: the same command continues it")
+    search.add_argument("--seed", type=int, help="the search's and every candidate's seed (default 0)")
     parser.add_argument("--out", required=True, help="output directory")
     add_resume_argument(parser)
     parser.add_argument("--overwrite", action="store_true",
@@ -359,6 +365,12 @@ def train_run(command: str, config, out_dir: Path, args: argparse.Namespace, *, 
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model == "auto":
+        return run_auto(args)
+    given = [flag for flag, value in (("--time-budget", args.time_budget), ("--search", args.search),
+                                      ("--storage", args.storage), ("--seed", args.seed)) if value is not None]
+    if given:
+        raise ConfigError(f"{', '.join(given)}: only with --model auto")
     config, series = resolve_cli_config(args)
     out_dir = Path(args.out)
     check_out_dir(out_dir, resume=args.resume, overwrite=args.overwrite, config_hash=config.config_hash())
@@ -372,6 +384,47 @@ def run(args: argparse.Namespace) -> int:
         f"{_training_line(result, config.training.max_steps)}\n"
         f"written to {out_dir}"
     ))
+    return 0
+
+
+def run_auto(args: argparse.Namespace) -> int:
+    """``--data FILE --model auto``: ``Forecaster("auto")`` fitted on the CSV; DIR receives ``model/``,
+    ``auto_trials.csv`` (every candidate: validation MASE, seconds, state) and ``metrics.json`` (the
+    choice and, with a test split, its test scores); stdout the top of the table."""
+    from damcha_ts import Forecaster
+
+    if args.config or not args.data:
+        raise ConfigError("--model auto searches on --data DATASET_OR_CSV (no --config)")
+    if args.overrides or args.resume:
+        raise ConfigError("--model auto takes no --set or --resume (continue a search with --storage)")
+    out_dir = Path(args.out)
+    check_out_dir(out_dir, resume=False, overwrite=args.overwrite)
+    sizes = {key: int(v) if float(v).is_integer() and v >= 1 else v
+             for key in ("val_size", "test_size") if (v := getattr(args, key)) is not None}
+    forecaster = Forecaster(
+        "auto", horizon=args.horizon or ProtocolOptions.pred_len, time_budget=args.time_budget, search=args.search,
+        storage=args.storage, random_state=args.seed or 0, trainer_kwargs={**trainer_kwargs(args), **scale_out_settings(args)},
+        past_covariates=args.past_covariates, future_covariates=args.future_covariates,
+        static_covariates=args.static_covariates)
+    forecaster.fit(args.data, **sizes, **csv_options(args))
+    test = (forecaster.evaluate() if forecaster.predictor_.fit_record.panel.window_count("test") else {})
+    search = forecaster.fit_result_["auto"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    forecaster.save(out_dir / "model")
+    write_atomically(out_dir / "auto_trials.csv", forecaster.leaderboard_.to_csv(index=False))
+    result = {"model": "auto", "chosen": search["chosen"], "seconds": search["seconds"],
+              "trials": len(search["trials"]), **{f"test_{key}": value for key, value in test.items()
+                                                  if isinstance(value, (int, float))}}
+    write_atomically(out_dir / "metrics.json", json.dumps(result, indent=1, default=str) + "\n")
+    if args.json:
+        print(json.dumps(result, default=str))
+        return 0
+    columns = ["number", "model", "lookback", "validation_mase", "seconds", "state"]
+    print(forecaster.leaderboard_[columns].head(10).to_string(index=False))
+    chosen = search["chosen"]
+    scores = (f"; test MASE {test['mase']:.4f}, MSE {test['mse']:.4f}" if test else "")
+    print(f"chose {chosen['model']} (lookback {chosen['lookback']}) of {len(search['trials'])} trials in "
+          f"{search['seconds']:.0f} s: validation MASE {chosen['validation_mase']:.4f}{scores}\nwritten to {out_dir}")
     return 0
 
 

@@ -171,6 +171,12 @@ class Estimator:
         predictor.fit_record.facts.update(self._size_report(predictor, windows))
         return predictor
 
+    def fit_data(self, data: Any, options: Mapping[str, Any], *, refit: bool = False) -> Predictor:
+        """:meth:`fit` on ``data`` prepared with ``options`` (:func:`damcha_ts.data.prepare`'s keywords),
+        at this estimator's lookback and horizon: ``Forecaster.fit``."""
+        panel = prepare(data, seq_len=self.model_config["seq_len"], pred_len=self.model_config["pred_len"], **options)
+        return self.fit(panel, refit=refit, description=input_description(data, options, panel))
+
     def fit_rows(self, meta, rows, *, refit: bool, calibrated: bool) -> tuple[Predictor, dict]:
         """(the Predictor trained on exactly these raw ``rows``, ``{entity: (values [T, K] of
         ``meta.history_columns``, timestamps [T])}``, as the model of ``meta`` was; its facts): the
@@ -289,6 +295,16 @@ def input_description(data: Any, options: Mapping[str, Any], panel) -> dict:
         file = Path(data).expanduser()
         settings["dataset"] = str(file.resolve()) if file.is_file() else str(data)
     return {"data_config": settings, "input_kind": kind, "input_options": plain_values(layout)}
+
+
+def training_keywords(training: Mapping[str, Any]) -> dict:
+    """``Forecaster`` keywords of a (saved or configured) training section, complete (keys it lacks
+    are TrainingConfig's defaults, so that it trains as configured and not with the user-data
+    recipe): its ``seed`` is the ``random_state``. The inverse of :meth:`Estimator.from_keywords`."""
+    keywords = dataclasses.asdict(TrainingConfig.from_dict(training))
+    if "seed" in keywords:
+        keywords["random_state"] = keywords.pop("seed")
+    return keywords
 
 
 def _flag(value: Any, name: str) -> bool:

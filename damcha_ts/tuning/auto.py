@@ -16,7 +16,8 @@ How :meth:`AutoSearch.fit` runs:
    inner validation loss is above the median of earlier ones at the same step is pruned.
 3. **The budget.** A trained trial starts while the budget, less the final fit of the best candidate
    so far (:data:`FINAL_FIT_FACTOR` times its trial), leaves :data:`MIN_TRIAL_SECONDS`; it stops at the
-   budget (Lightning's ``max_time``), its best weights kept. The baselines run whatever the budget,
+   budget (Lightning's ``max_time``), its best weights kept, and so does each of the final fit's two
+   trainings at half the time then left. The baselines run whatever the budget,
    so a budget too small for any trained candidate returns the best baseline, with a BudgetWarning.
 4. **The final model.** The chosen candidate is fitted on the data's own split with ``refit=True``
    (a fixed rule: as it is): early stopping on the validation rows, ``level=`` intervals calibrated
@@ -46,119 +47,19 @@ import numpy as np
 
 from damcha_ts.data.time_index import season_length_of
 from damcha_ts.errors import BudgetWarning, ConfigError, ConvergenceWarning, DataError, plain_repr
-from damcha_ts.schema import DEFAULT_MODEL, read_yaml, reject_unknown_keys
+from damcha_ts.schema import DEFAULT_MODEL
+from damcha_ts.tuning.auto_space import FIXED_RULES, TRAINED_MODELS, AutoSpace, Candidate, sample
 
-FIXED_RULES = ("naive", "seasonal_naive", "window_mean", "drift")
-TRAINED_MODELS = ("linear", "itransformer_mha", "itransformer_damcha_static", "gateformer_mha", DEFAULT_MODEL)
 #: Seconds a search may take when ``time_budget`` is not given.
 DEFAULT_TIME_BUDGET = 300.0
-#: The final fit (first pass and refit on more rows) takes about this many times its trial.
-FINAL_FIT_FACTOR = 2.2
+#: The final fit (first pass and refit, on more rows) takes about this many times its trial.
+FINAL_FIT_FACTOR = 3.0
+#: The search ends after this many trials in a row drew a candidate already scored.
+MAX_REPEATS = 20
 #: A trained trial is not started with less time than this left.
 MIN_TRIAL_SECONDS = 5.0
 #: The candidates' inner validation tail: this fraction of their train rows, at least one horizon.
 INNER_VAL_FRACTION = 0.1
-
-
-@dataclass(frozen=True)
-class AutoSpace:
-    """What ``Forecaster("auto")`` searches: a mapping or YAML file (``search=``) of these keys.
-
-    ``lookback_multiples`` multiply the base lookback ``max(2 * horizon, season)``; ``lookbacks``
-    (row counts) replace them. ``d_model`` None leaves the width to the data (models/sizing.py).
-    """
-
-    models: tuple[str, ...] = (*FIXED_RULES, *TRAINED_MODELS)
-    lookbacks: tuple[int, ...] | None = None
-    lookback_multiples: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
-    learning_rate: tuple[float, float] = (1e-4, 3e-3)
-    max_steps: tuple[int, ...] = (250, 500, 1000, 2000)
-    d_model: tuple[int | None, ...] = (None, 64, 128, 256)
-    dropout: tuple[float, float] = (0.0, 0.3)
-
-    @classmethod
-    def of(cls, search: Any) -> AutoSpace:
-        """The space of ``search=``: None (the default), a mapping, or a YAML file of one."""
-        from damcha_ts.models.registry import known_model_name
-
-        if search is None:
-            return cls()
-        if isinstance(search, (str, Path)):
-            if not Path(search).is_file():
-                raise ConfigError(f"search={str(search)!r}: no such search file")
-            search = read_yaml(Path(search))
-        if not isinstance(search, Mapping):
-            raise ConfigError(f"search must be a mapping or a YAML file of one, got {plain_repr(search)}")
-        reject_unknown_keys(search, [f.name for f in dataclasses.fields(cls)], "search")
-        values = {key: tuple(value) if isinstance(value, (list, tuple)) else value for key, value in search.items()}
-        space = cls(**values)
-        unknown = [name for name in space.models if name == "auto" or not known_model_name(name)]
-        if not space.models or unknown:
-            raise ConfigError(f"search.models: {unknown or 'none given'} are not models (give names as Forecaster takes)")
-        for key in ("learning_rate", "dropout"):
-            low, high = getattr(space, key)
-            if not 0 <= low <= high:
-                raise ConfigError(f"search.{key} must be [low, high] with 0 <= low <= high, got {[low, high]}")
-        for key in ("lookbacks", "max_steps"):
-            for value in getattr(space, key) or ():
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise ConfigError(f"search.{key} must hold positive integers, got {plain_repr(value)}")
-        return space
-
-    def lookback_choices(self, horizon: int, season: int, train_rows: int) -> list[int]:
-        """The lookbacks to try: given, or the multiples of the base lookback that leave at least two
-        training windows' worth of rows per lookback (the base one always)."""
-        base = max(2 * horizon, season)
-        if self.lookbacks:
-            return sorted(set(self.lookbacks))
-        room = max(1, (train_rows - horizon) // 2)
-        choices = {max(1, round(multiple * base)) for multiple in self.lookback_multiples}
-        return sorted({choice for choice in choices if choice <= room} | {min(base, room)})
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One point of the space: a model, its lookback and the trained models' settings."""
-
-    model: str
-    lookback: int
-    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # learning_rate, max_steps, d_model, dropout
-
-    @property
-    def trained(self) -> bool:
-        from damcha_ts.models.registry import model_spec
-
-        return model_spec(self.model).trained
-
-    @property
-    def key(self) -> str:
-        return json.dumps({"model": self.model, "lookback": self.lookback, **self.settings}, sort_keys=True)
-
-    def estimator(self, base, horizon: int, trainer_kwargs: Mapping[str, Any]):
-        """The Estimator of this candidate, keeping ``base``'s seed, quantiles and value policy."""
-        from damcha_ts.forecasting.estimator import Estimator
-
-        training = {k: v for k, v in self.settings.items() if k in ("learning_rate", "max_steps")}
-        model = {k: v for k, v in self.settings.items() if k in ("d_model", "dropout") and v is not None}
-        return Estimator.from_keywords(self.model, horizon, self.lookback, random_state=base.training.seed,
-                                       quantiles=base.quantiles, nonnegative=base.nonnegative,
-                                       trainer_kwargs=trainer_kwargs, verbose=False, **training, **model)
-
-
-def sample(trial, space: AutoSpace, models: Sequence[str], lookbacks: Sequence[int], base_lookback: int) -> Candidate:
-    """The candidate of an Optuna trial: a fixed rule reads the base lookback and nothing else."""
-    from damcha_ts.models.registry import model_spec
-
-    model = trial.suggest_categorical("model", list(models))
-    if not model_spec(model).trained:
-        return Candidate(model, base_lookback)
-    lookback = trial.suggest_categorical("lookback", list(lookbacks))
-    settings = {"learning_rate": trial.suggest_float("learning_rate", *space.learning_rate, log=True),
-                "max_steps": trial.suggest_categorical("max_steps", list(space.max_steps))}
-    if model != "linear":
-        settings["d_model"] = trial.suggest_categorical("d_model", list(space.d_model))
-        settings["dropout"] = trial.suggest_float("dropout", *space.dropout)
-    return Candidate(model, lookback, settings)
 
 
 class _Pruning:
@@ -182,105 +83,138 @@ class _Pruning:
         return Pruning()
 
 
+def search_of(model: str, base, *, time_budget: Any, search: Any, storage: Any, given: Mapping[str, Any]) -> AutoSearch | None:
+    """The search of ``Forecaster(model="auto", ...)``, or None for another model; ConfigError for search
+    settings without ``"auto"``, or model and training keys ``given`` (not None) with it.
+    ``base``: the Forecaster's Estimator (horizon, seed, quantiles, value policy, trainer arguments)."""
+    settings = [name for name, value in (("time_budget", time_budget), ("search", search), ("storage", storage))
+                if value is not None]
+    if model != "auto":
+        if settings:
+            raise ConfigError(f"{', '.join(settings)}: only for model='auto' (the search over models), not {model!r}")
+        return None
+    fixed = [key for key, value in given.items() if value is not None]
+    if fixed:
+        raise ConfigError(f"model='auto' searches the model and its training; {fixed} cannot be given to it "
+                          "(narrow or widen the search with search={...}, docs/forecasting.md)")
+    return AutoSearch(base, DEFAULT_TIME_BUDGET if time_budget is None else time_budget, search=search, storage=storage)
+
+
 class AutoSearch:
     """The search behind ``Forecaster("auto")``: :meth:`fit` returns the chosen candidate's Predictor."""
 
-    def __init__(self, horizon: int, time_budget: float, *, search: Any = None, storage: str | Path | None = None,
-                 study_name: str | None = None, season_length: int | None = None, verbose: bool = False):
+    def __init__(self, base, time_budget: float, *, search: Any = None, storage: str | Path | None = None,
+                 study_name: str | None = None, season_length: int | None = None):
         if isinstance(time_budget, bool) or not isinstance(time_budget, (int, float)) or not time_budget > 0:
             raise ConfigError(f"time_budget must be a positive number of seconds, got {plain_repr(time_budget)}")
-        self.horizon, self.time_budget = int(horizon), float(time_budget)
+        self.base, self.horizon, self.time_budget = base, int(base.model_config["pred_len"]), float(time_budget)
         self.space, self.storage, self.study_name = AutoSpace.of(search), storage, study_name
-        self.season_length, self.verbose = season_length, verbose
+        self.season_length, self.verbose = season_length, base.verbose
 
     # ------------------------------------------------------------------ the search
-    def fit(self, panel_for: Callable[[int], Any], base, describe: Callable[[Any], Mapping[str, Any]]):
-        """The Predictor of the best candidate for the data ``panel_for(lookback)`` prepares (with the
-        user's split), trained as ``base`` (an Estimator: seed, quantiles, trainer arguments) says;
-        ``describe(panel)``: its SeriesMeta keywords. Its ``fit_record.facts["auto"]`` tell the search."""
+    def fit_data(self, data: Any, options: Mapping[str, Any], *, refit: bool = True):
+        """The Predictor of the best candidate for ``data``, prepared with ``options`` (``prepare``'s, the
+        user's split among them); its ``fit_record.facts["auto"]`` tell the search. The chosen trained
+        candidate is always refitted (``refit`` is the Estimator's keyword, accepted and unused)."""
         import optuna
 
+        from damcha_ts.data import prepare
+
+        def panel_for(lookback: int):
+            return prepare(data, seq_len=lookback, pred_len=self.horizon, **options)
+
         start = time.monotonic()
-        deadline = start + self.time_budget
         first = panel_for(max(2 * self.horizon, 1))
         season = season_length_of(first.freq, self.season_length)
-        inner_rows = self._inner_val_rows(first)
-        base_lookback = max(2 * self.horizon, season)
-        lookbacks = self.space.lookback_choices(self.horizon, season, self._train_rows(first) - inner_rows)
-        base_lookback = min(base_lookback, lookbacks[-1])
-        models = self._models(base)
-        search_panels: dict[int, Any] = {}
-
-        def search_panel(lookback: int):
-            if lookback not in search_panels:
-                search_panels[lookback] = panel_for(lookback).selection_split(inner_rows)
-            return search_panels[lookback]
-
+        inner_rows = max(self.horizon, int(min(s.borders["train"][1] for s in first.series) * INNER_VAL_FRACTION))
+        lookbacks = self.space.lookback_choices(
+            self.horizon, season, min(s.borders["train"][1] for s in first.series) - inner_rows)
+        # The benchmark's rule, max(2H, season), or the nearest lookback of the space: the fixed rules' and the first trials'.
+        base_lookback = min(lookbacks, key=lambda lookback: (abs(lookback - max(2 * self.horizon, season)), lookback))
+        run = _Run(panel_for, season, inner_rows, lookbacks, base_lookback, self._models(), start,
+                   start + self.time_budget)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = self._study(first, base, models, lookbacks, base_lookback)
-        scored: dict[str, float] = {}  # a fixed rule scores the same every time: once
-        for trial in study.get_trials(deepcopy=False):
-            if trial.state.name == "COMPLETE" and "candidate" in trial.user_attrs:
-                scored[trial.user_attrs["candidate"]] = trial.value
+        study, queued_rules = self._study(first, run)
+        self._optimize(study, queued_rules, run)
+        return self._final_fit(study, run, data, options)
+
+    def _optimize(self, study, queued_rules: int, run: _Run) -> None:
+        """Run the queued fixed rules whatever the budget, then trials while the budget lasts."""
+        import optuna
+
+        scored = {t.user_attrs["candidate"]: t.value for t in study.get_trials(deepcopy=False)
+                  if t.state.name == "COMPLETE" and "candidate" in t.user_attrs}  # a candidate is scored once
+        repeats = [0]  # trials in a row that drew a candidate already scored
 
         def objective(trial) -> float:
-            candidate = sample(trial, self.space, models, lookbacks, base_lookback)
+            candidate = sample(trial, self.space, run.models, run.lookbacks, run.base_lookback)
             trial.set_user_attr("candidate", candidate.key)
             if candidate.key in scored:
+                repeats[0] += 1
+                if repeats[0] >= MAX_REPEATS:  # a small space, searched through
+                    study.stop()
                 trial.set_user_attr("seconds", 0.0)
                 return scored[candidate.key]
-            left = deadline - time.monotonic() - self._final_reserve(study)
+            repeats[0] = 0
+            left = run.deadline - time.monotonic() - self._final_reserve(study)
             if candidate.trained and left < MIN_TRIAL_SECONDS:
                 study.stop()
+                study.enqueue_trial(trial.params)  # a study continued with storage= runs it first
                 trial.set_user_attr("reason", "time budget spent")
                 raise optuna.TrialPruned("the time budget is spent")
-            value = self._run_trial(trial, candidate, search_panel(candidate.lookback), base, season, left)
-            scored[candidate.key] = value
-            return value
+            scored[candidate.key] = self._run_trial(trial, candidate, run.search_panel(candidate.lookback), run.season, left)
+            return scored[candidate.key]
 
-        stop_when_spent = _stop_when_spent(deadline, lambda: self._final_reserve(study))
+        stop_when_spent = _stop_when_spent(run.deadline, lambda: self._final_reserve(study))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # a short trial still improving is the search's business
             warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-            study.optimize(objective, timeout=max(deadline - time.monotonic(), 0.001), callbacks=[stop_when_spent],
-                           catch=(ConfigError, DataError))
-            # The baselines run whatever the budget (optimize's timeout may have come first).
-            while any(t.state.name == "WAITING" and not _trained(t.params.get("model")) for t in study.get_trials(deepcopy=False)):
-                study.optimize(objective, n_trials=1, catch=(ConfigError, DataError))
-        search_seconds = time.monotonic() - start
+            study.optimize(objective, n_trials=queued_rules, catch=(ConfigError, DataError))
+            if time.monotonic() + MIN_TRIAL_SECONDS < run.deadline:
+                study.optimize(objective, n_trials=self.space.max_trials, timeout=run.deadline - time.monotonic(),
+                               callbacks=[stop_when_spent], catch=(ConfigError, DataError))
+        run.search_seconds = time.monotonic() - run.start
+
+    def _final_fit(self, study, run: _Run, data: Any, options: Mapping[str, Any]):
+        """The best candidate fitted on the data's own split (refitted when trained), with the search's facts."""
+        from damcha_ts.forecasting.estimator import input_description
+
         summary = self._summary(study)
         completed = [row for row in summary if row["state"] == "COMPLETE" and row["validation_mase"] is not None]
         if not completed:
-            raise ConfigError("auto: no candidate could be scored on the validation rows: " +
-                              "; ".join(f"{row['model']}: {row.get('error', row['state'])}" for row in summary[:5]))
+            raise ConfigError("auto: no candidate could be scored on the validation rows (trials: " +
+                              ", ".join(f"{row['model']} {row['state']}" for row in summary[:5]) + ")")
         best = completed[0]
         chosen = Candidate(best["model"], best["lookback"], best["settings"])
         if not any(_trained(row["model"]) for row in completed):
             warnings.warn(f"time_budget={self.time_budget:g} s left no time for a trained candidate: returning the best "
                           f"baseline, {chosen.model} (validation MASE {best['validation_mase']:.4f}); raise time_budget",
-                          BudgetWarning, stacklevel=3)
+                          BudgetWarning, stacklevel=4)
         self._say(f"chose {chosen.model} (lookback {chosen.lookback}), validation MASE {best['validation_mase']:.4f}; "
                   "fitting it on the train and validation rows")
         final_start = time.monotonic()
-        panel = panel_for(chosen.lookback)
-        estimator = chosen.estimator(base, self.horizon, base.trainer_kwargs)
-        predictor = estimator.fit(panel, refit=chosen.trained, calibrated=True, description=describe(panel))
+        panel = run.panel_for(chosen.lookback)
+        trainer_kwargs = dict(self.base.trainer_kwargs)
+        if chosen.trained:  # each of its two trainings stops at half the time left, its best weights kept
+            trainer_kwargs["max_time"] = {"seconds": max((run.deadline - final_start) / 2, MIN_TRIAL_SECONDS)}
+        predictor = chosen.estimator(self.base, self.horizon, trainer_kwargs).fit(
+            panel, refit=chosen.trained, calibrated=True, description=input_description(data, options, panel))
         predictor.fit_record.facts["auto"] = {
             "chosen": {"model": chosen.model, "lookback": chosen.lookback, **chosen.settings,
                        "validation_mase": best["validation_mase"], "trial": best["number"]},
-            "time_budget": self.time_budget, "search_seconds": search_seconds,
-            "final_fit_seconds": time.monotonic() - final_start,
-            "seconds": time.monotonic() - start, "season_length": season, "inner_val_rows": inner_rows,
-            "study_name": study.study_name, "trials": summary,
+            "time_budget": self.time_budget, "search_seconds": run.search_seconds,
+            "final_fit_seconds": time.monotonic() - final_start, "seconds": time.monotonic() - run.start,
+            "season_length": run.season, "inner_val_rows": run.inner_rows, "study_name": study.study_name,
+            "trials": summary,
         }
         return predictor
 
-    def _run_trial(self, trial, candidate: Candidate, panel, base, season: int, left: float) -> float:
+    def _run_trial(self, trial, candidate: Candidate, panel, season: int, left: float) -> float:
         """Train ``candidate`` on the search panel's train rows (at most ``left`` seconds) and return
         its validation MASE; records seconds, steps and scores on the trial."""
         import optuna
 
-        pruning = _Pruning(trial)
+        pruning, base = _Pruning(trial), self.base
         trainer_kwargs = {**base.trainer_kwargs, "callbacks": [*base.trainer_kwargs.get("callbacks", ()), pruning]}
         if candidate.trained:
             trainer_kwargs["max_time"] = {"seconds": max(left, 1.0)}
@@ -301,11 +235,11 @@ class AutoSearch:
         return value if math.isfinite(value) else float("nan")
 
     # ------------------------------------------------------------------ pieces
-    def _models(self, base) -> list[str]:
-        """The space's models that can serve ``base`` (with quantiles: those that forecast them)."""
+    def _models(self) -> list[str]:
+        """The space's models that can serve the base estimator (with quantiles: those that forecast them)."""
         from damcha_ts.models.registry import check_takes_quantiles
 
-        if base.quantiles is None:
+        if self.base.quantiles is None:
             return list(self.space.models)
         models = []
         for name in self.space.models:
@@ -316,19 +250,9 @@ class AutoSearch:
             raise ConfigError(f"search.models {list(self.space.models)}: none forecasts quantiles")
         return models
 
-    def _inner_val_rows(self, panel) -> int:
-        rows = min(self._train_rows_of(series) for series in panel.series)
-        return max(self.horizon, int(rows * INNER_VAL_FRACTION))
-
-    def _train_rows(self, panel) -> int:
-        return min(self._train_rows_of(series) for series in panel.series)
-
-    @staticmethod
-    def _train_rows_of(series) -> int:
-        return series.borders["train"][1]
-
-    def _study(self, panel, base, models, lookbacks, base_lookback: int):
-        """The study (in ``storage`` when given: loaded when it exists), its first trials enqueued when new."""
+    def _study(self, panel, run: _Run):
+        """(the study (in ``storage`` when given: loaded when it exists), how many fixed rules were
+        queued first): a new study's first trials are the fixed rules, the linear model and the default."""
         import optuna
 
         storage = None
@@ -337,29 +261,33 @@ class AutoSearch:
 
             storage = open_storage(resolve_storage_url(self.storage, Path.cwd()), heartbeat_interval=60,
                                    grace_period=180, max_retry=0)
-        name = self.study_name or f"auto-{self._fingerprint(panel, base, models, lookbacks)}"
+        name = self.study_name or f"auto-{self._fingerprint(panel, run)}"
         existing = 0
         if storage is not None:
             with contextlib.suppress(KeyError):
                 existing = len(optuna.load_study(study_name=name, storage=storage).trials)
-        seed = int(np.random.SeedSequence([base.training.seed, existing]).generate_state(1)[0])
+        seed = int(np.random.SeedSequence([self.base.training.seed, existing]).generate_state(1)[0])
         study = optuna.create_study(study_name=name, storage=storage, load_if_exists=True, direction="minimize",
                                     sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=4),
                                     pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=100))
         if existing:
             self._say(f"continuing study {name}: {existing} trials so far")
-            return study
-        for model in models:  # the baselines, the linear model and the recommended default first
-            if not _trained(model):
-                study.enqueue_trial({"model": model})
-        defaults = {"lookback": base_lookback, "learning_rate": 1e-3, "max_steps": 1000}
+            return study, 0
+        rules = [model for model in run.models if not _trained(model)]
+        for model in rules:  # the baselines, the linear model and the recommended default first
+            study.enqueue_trial({"model": model})
+        # The recommended recipe (TrainingConfig.for_user_data), or the nearest the space holds.
+        space = self.space
+        defaults = {"lookback": run.base_lookback, "learning_rate": float(np.clip(1e-3, *space.learning_rate)),
+                    "max_steps": min(space.max_steps, key=lambda steps: abs(steps - 1000))}
         for model in ("linear", DEFAULT_MODEL):
-            if model in models:
-                extra = {} if model == "linear" else {"d_model": None, "dropout": 0.1}
+            if model in run.models:
+                extra = {} if model == "linear" else {"d_model": None if None in space.d_model else space.d_model[0],
+                                                      "dropout": float(np.clip(0.1, *space.dropout))}
                 study.enqueue_trial({"model": model, **defaults, **extra}, skip_if_exists=True)
-        return study
+        return study, len(rules)
 
-    def _fingerprint(self, panel, base, models, lookbacks) -> str:
+    def _fingerprint(self, panel, run: _Run) -> str:
         """What makes a study the same one: the data's train and validation rows, the horizon, the
         space, the seed and the quantiles."""
         digest = hashlib.sha256()
@@ -367,8 +295,9 @@ class AutoSearch:
             rows = series.borders["val"][1]
             digest.update(np.ascontiguousarray(series.values[:rows]).tobytes())
             digest.update(json.dumps([list(map(str, series.columns)), str(series.timestamps[0]), rows]).encode())
-        digest.update(json.dumps([self.horizon, dataclasses.asdict(self.space), list(models), list(lookbacks),
-                                  base.training.seed, base.quantiles], default=str).encode())
+        space = {k: v for k, v in dataclasses.asdict(self.space).items() if k != "max_trials"}  # a limit, not a point
+        digest.update(json.dumps([self.horizon, space, run.models, run.lookbacks, self.base.training.seed,
+                                  self.base.quantiles], default=str).encode())
         return digest.hexdigest()[:16]
 
     def _final_reserve(self, study) -> float:
@@ -400,6 +329,28 @@ class AutoSearch:
     def _say(self, message: str) -> None:
         if self.verbose or sys.stderr.isatty():
             print(f"[auto] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class _Run:
+    """One fit's search: how to prepare the data at a lookback, and what the search decided from it."""
+
+    panel_for: Callable[[int], Any]  # lookback -> the Panel of the data, with the user's split
+    season: int  # MASE's season (the frequency's)
+    inner_rows: int  # the candidates' early-stopping tail, cut from the train rows
+    lookbacks: list[int]
+    base_lookback: int  # the fixed rules' and the first trained trials'
+    models: list[str]
+    start: float  # time.monotonic() at the start of the fit
+    deadline: float
+    search_seconds: float = 0.0
+    search_panels: dict[int, Any] = dataclasses.field(default_factory=dict)
+
+    def search_panel(self, lookback: int):
+        """The Panel the candidates of ``lookback`` train and are scored on (Panel.selection_split)."""
+        if lookback not in self.search_panels:
+            self.search_panels[lookback] = self.panel_for(lookback).selection_split(self.inner_rows)
+        return self.search_panels[lookback]
 
 
 def leaderboard(facts: Mapping[str, Any]):

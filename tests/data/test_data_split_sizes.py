@@ -107,3 +107,24 @@ def test_sizes_enter_a_run_config_only_when_given():
     assert "val_size" not in ProtocolOptions().keywords() and ProtocolOptions(test_size=0).keywords()["test_size"] == 0
     with pytest.raises(ConfigError, match="data.test_size"):
         split_options({"test_size": -3})
+
+
+def test_a_selection_split_scores_on_the_validation_rows_and_trains_before_them_with_an_inner_tail(frame):
+    """Forecaster("auto")'s split: by hand, 1000 rows split 700/100/200; the candidates train on rows
+    0-629, stop early on 630-699 and are scored on 700-799; rows 800-999 (the test) are in no split."""
+    data = prepare(frame, seq_len=48, pred_len=24, val_size=100, test_size=200).selection_split(70)
+    assert data.borders == {"train": (0, 630), "val": (630 - 48, 700), "test": (700 - 48, 800)}
+    scaler = data.series[0].scaler
+    for split, (first, last) in {"train": (0 + 48, 629), "val": (630, 699), "test": (700, 799)}.items():
+        targets = data.windows(split).batch(torch.arange(data.window_count(split)))["y"].numpy()  # [W, H, 2], scaled
+        rows = scaler.inverse_transform(targets)[..., 0]  # column "a" holds the row number
+        assert rows.min() == pytest.approx(first) and rows.max() == pytest.approx(last)  # no target past row 799
+    assert scaler.mean_[0] == pytest.approx(np.arange(630.0).mean())  # refitted on the new train rows
+
+
+def test_a_selection_split_without_room_for_an_inner_tail_is_refused(frame):
+    data = prepare(frame, seq_len=48, pred_len=24, val_size=100, test_size=200)
+    with pytest.raises(ConfigError, match="inner validation tail of 10 rows"):
+        data.selection_split(10)
+    with pytest.raises(ConfigError, match="training window of seq_len \\+ pred_len = 72"):
+        data.selection_split(650)

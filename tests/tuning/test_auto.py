@@ -1,0 +1,136 @@
+"""``Forecaster("auto")``: a search over the baselines and the trained models within a time budget,
+scored on the validation rows only (damcha_ts/tuning/auto.py). Real data: the first 700 hours of ETTh1."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from damcha_ts import Forecaster
+from damcha_ts.errors import BudgetWarning, ConfigError
+from damcha_ts.tuning.auto import FIXED_RULES
+
+QUIET = {"enable_progress_bar": False, "logger": False}
+# A space small enough for a test: two rules and a short linear model, one lookback.
+SMALL = {"models": ["naive", "seasonal_naive", "linear"], "lookbacks": [24], "max_steps": [40], "max_trials": 1}
+H = 12
+
+
+@pytest.fixture(scope="module")
+def etth1(data_root) -> pd.DataFrame:
+    return pd.read_csv(data_root / "ETTh1.csv.gz", parse_dates=["date"], index_col="date").iloc[:700][["HUFL", "OT"]]
+
+
+def auto(**keywords) -> Forecaster:
+    return Forecaster("auto", horizon=H, random_state=0, trainer_kwargs=QUIET, **keywords)
+
+
+def test_a_budget_too_small_for_a_trained_candidate_returns_the_best_baseline_and_says_so(etth1):
+    forecaster = auto(time_budget=0.01)
+    with pytest.warns(BudgetWarning, match="no time for a trained candidate: returning the best baseline"):
+        forecaster.fit(etth1)
+    board = forecaster.leaderboard_
+    scored = board[board.state == "COMPLETE"]
+    assert sorted(scored.model) == sorted(FIXED_RULES)  # every fixed rule ran, whatever the budget
+    chosen = forecaster.fit_result_["auto"]["chosen"]
+    assert chosen["model"] == scored.iloc[0].model and chosen["validation_mase"] == scored.validation_mase.min()
+    assert forecaster.model_config["name"] == chosen["model"]
+    assert forecaster.predict().shape == (H, 2)
+
+
+def naive_validation_mase(frame: pd.DataFrame, season: int) -> float:
+    """The naive rule's MASE over every window of the validation rows of a 70/10/20 split, scaled by
+    the seasonal naive MAE over the rows before the candidates' inner validation tail; by hand."""
+    values = frame.to_numpy(dtype=np.float64)
+    n_test, n_val = int(len(values) * 0.2), len(values) - int(len(values) * 0.7) - int(len(values) * 0.2)
+    train_end = len(values) - n_test - n_val
+    inner_end = train_end - max(H, int(train_end * 0.1))
+    origins = range(train_end, train_end + n_val - H + 1)
+    errors = np.stack([np.abs(values[o:o + H] - values[o - 1]) for o in origins])  # [windows, H, N]
+    scale = np.abs(values[season:inner_end] - values[:inner_end - season]).mean(axis=0)
+    return float((errors.mean(axis=(0, 1)) / scale).mean())
+
+
+def test_candidates_are_scored_on_the_validation_rows_and_never_read_a_test_row(etth1):
+    """The naive rule's validation MASE matches a computation by hand, and multiplying the test rows
+    (the last 20 %) by 100 changes no candidate's score."""
+    first = auto(time_budget=60, search=SMALL).fit(etth1)
+    changed = etth1.copy()
+    changed.iloc[-int(len(etth1) * 0.2):] *= 100
+    second = auto(time_budget=60, search=SMALL).fit(changed)
+    one, two = (f.leaderboard_.set_index("number") for f in (first, second))
+    assert list(one.model) == list(two.model) and one.state.eq("COMPLETE").all()
+    np.testing.assert_allclose(one.validation_mase, two.validation_mase, rtol=1e-6)
+    naive = one[one.model == "naive"].validation_mase.iloc[0]
+    assert naive == pytest.approx(naive_validation_mase(etth1, season=24), rel=1e-5)
+    assert first.evaluate()["mase"] != pytest.approx(second.evaluate()["mase"])  # the test rows did differ
+
+
+def test_a_study_kept_in_storage_continues_where_it_stopped(etth1, tmp_path):
+    storage = tmp_path / "auto.db"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BudgetWarning)
+        first = auto(time_budget=0.01, search=SMALL, storage=storage).fit(etth1)
+    before = first.leaderboard_
+    assert set(before.model) <= {"naive", "seasonal_naive", "linear"} and "linear" not in set(before[before.state == "COMPLETE"].model)
+    second = auto(time_budget=60, search=SMALL, storage=storage).fit(etth1)
+    after = second.leaderboard_.set_index("number")
+    # The earlier trials are kept, with their scores; the linear model the budget stopped runs now.
+    kept = before.set_index("number")
+    pd.testing.assert_series_equal(after.loc[kept.index, "validation_mase"], kept.validation_mase)
+    new = after.drop(index=kept.index)
+    assert list(new.model) == ["linear"] and new.state.iloc[0] == "COMPLETE" and new.max_steps.iloc[0] == 40
+    assert second.fit_result_["auto"]["chosen"]["validation_mase"] == after.validation_mase.min()
+    assert second.fit_result_["auto"]["study_name"] == first.fit_result_["auto"]["study_name"]
+
+
+def test_many_entities_with_a_future_covariate_are_searched_as_one_panel(etth1):
+    frame = etth1.reset_index()
+    table = pd.concat([frame.iloc[:350].assign(store="a"), frame.iloc[350:].assign(store="b")], ignore_index=True)
+    table["calendar"] = table["date"].dt.hour.astype(float)
+    forecaster = auto(time_budget=60, future_covariates=["calendar"],
+                      search={"models": ["naive", "itransformer_mha"], "lookbacks": [24], "max_steps": [20],
+                              "d_model": [16], "max_trials": 1})
+    forecaster.fit(table, entity_col="store", time_col="date")
+    board = forecaster.leaderboard_
+    assert list(board.model.sort_values()) == ["itransformer_mha", "naive"] and board.state.eq("COMPLETE").all()
+    future = pd.DataFrame({"store": np.repeat(["a", "b"], H)})
+    future["date"] = np.concatenate([forecaster.future_timestamps(table[table.store == s].date.iloc[-1]) for s in "ab"])
+    future["calendar"] = future["date"].dt.hour.astype(float)
+    assert len(forecaster.predict(future=future)) == 2 * H
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"model": "itransformer_mha", "time_budget": 10}, "time_budget: only for model='auto'"),
+    ({"model": "auto", "d_model": 64}, r"\['d_model'\] cannot be given to it"),
+    ({"model": "auto", "time_budget": 0}, "time_budget must be a positive number"),
+    ({"model": "auto", "search": {"modles": ["naive"]}}, "modles"),
+    ({"model": "auto", "search": {"models": ["naive", "nave"]}}, r"\['nave'\] are not models"),
+    ({"model": "auto", "search": {"max_steps": [0]}}, "search.max_steps must hold positive integers"),
+])
+def test_search_settings_are_checked_when_the_forecaster_is_made(keywords, message):
+    with pytest.raises(ConfigError, match=message):
+        Forecaster(horizon=H, **keywords)
+
+
+def test_the_command_line_searches_prints_the_table_and_writes_a_model_that_predicts(data_root, tmp_path):
+    from tests.robustness.matrix import run_cli
+
+    data = tmp_path / "etth1.csv"
+    pd.read_csv(data_root / "ETTh1.csv.gz").iloc[:700][["date", "HUFL", "OT"]].to_csv(data, index=False)
+    search = tmp_path / "search.yaml"
+    search.write_text("models: [naive, seasonal_naive, linear]\nlookbacks: [24]\nmax_steps: [40]\nmax_trials: 1\n")
+    out = tmp_path / "run"
+    done = run_cli(["fit", "--data", data, "--model", "auto", "--time-budget", "60", "--search", search,
+                    "--horizon", str(H), "--out", out])
+    assert done.code == 0, done.stderr
+    trials = pd.read_csv(out / "auto_trials.csv")
+    assert sorted(trials.model) == ["linear", "naive", "seasonal_naive"]
+    best = trials.iloc[0]
+    assert f"chose {best.model} (lookback 24) of 3 trials" in done.stdout and "validation_mase" in done.stdout
+    assert Forecaster.load(out / "model").predict().shape == (H, 2)
+    again = run_cli(["fit", "--data", data, "--model", "itransformer_mha", "--time-budget", "60", "--out", tmp_path / "x"])
+    assert again.code != 0 and "--time-budget: only with --model auto" in again.stderr
