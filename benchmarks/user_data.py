@@ -255,8 +255,25 @@ def damcha_forecaster(spec: dict, dataset: dict, details: dict):
             if isinstance(model.model_config, dict) else str(model.model_config)
         details["model_name"] = model.get_params().get("model")
         predict = (lambda h, f: model.predict(h, future=f)) if covariates else (lambda h, f: model.predict(h))
+        if "auto" in result:
+            details["best_baseline"] = best_baseline_forecasts(result["auto"], args, train, histories, dataset, fit_options)
         return np.stack([predict(h, f)[list(dataset["columns"])].to_numpy().T for h, f in zip(histories, futures)], axis=1)
     return forecaster
+
+
+def best_baseline_forecasts(search: dict, args: dict, train, histories, dataset: dict, fit_options: dict) -> dict:
+    """Forecaster("auto")'s best fixed rule on validation, fitted as the search fitted it (its lookback,
+    the frequency's season) and forecasting the test windows: run_cell scores it, for the issue-35
+    check "never worse than the best baseline it tried by more than the validation-to-test gap"."""
+    from damcha_ts import Forecaster
+    from damcha_ts.tuning.auto_space import FIXED_RULES
+
+    best = next(row for row in search["trials"] if row["model"] in FIXED_RULES and row["state"] == "COMPLETE")
+    rule = Forecaster(best["model"], horizon=dataset["horizon"], lookback=best["lookback"],
+                      random_state=args["random_state"]).fit(train, **fit_options)
+    forecasts = np.stack([rule.predict(h)[list(dataset["columns"])].to_numpy().T for h in histories], axis=1)
+    return {"model": best["model"], "lookback": best["lookback"], "validation_mase": best["validation_mase"],
+            "forecast": forecasts.tolist()}
 
 
 FORECASTERS = {"statsforecast": statsforecast_forecaster, "neuralforecast": neuralforecast_forecaster,
@@ -310,6 +327,9 @@ def run_cell(dataset: dict, spec: dict, frame: pd.DataFrame) -> dict:
                                                 tuple(dataset.get("future_covariates", ())))
     seconds = time.perf_counter() - start
     per_series = mase_per_series(train, truth, forecast, dataset["season_length"])
+    if "best_baseline" in details:  # Forecaster("auto")'s best baseline on validation, scored on the test windows
+        baseline = np.asarray(details["best_baseline"].pop("forecast"))
+        details["best_baseline"]["mase"] = float(np.mean(mase_per_series(train, truth, baseline, dataset["season_length"])))
     return {"dataset": dataset["name"], "model": spec["name"], "mase": float(np.mean(per_series)),
             "z_mse": z_mse(train, truth, forecast), "seconds": seconds,
             "mase_per_series": dict(zip(dataset["columns"], map(float, per_series))),
