@@ -38,17 +38,18 @@ import math
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from damcha_ts.data.registry import DataWarning
 from damcha_ts.data.time_index import season_length_of
 from damcha_ts.errors import BudgetWarning, ConfigError, ConvergenceWarning, DataError, plain_repr
 from damcha_ts.schema import DEFAULT_MODEL
-from damcha_ts.tuning.auto_space import FIXED_RULES, TRAINED_MODELS, AutoSpace, Candidate, sample
+from damcha_ts.tuning.auto_space import AutoSpace, Candidate, sample
 
 #: Seconds a search may take when ``time_budget`` is not given.
 DEFAULT_TIME_BUDGET = 300.0
@@ -167,7 +168,9 @@ class AutoSearch:
 
         stop_when_spent = _stop_when_spent(run.deadline, lambda: self._final_reserve(study))
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)  # a short trial still improving is the search's business
+            # A short trial still improving, or an inner tail of few windows, is the search's business, not the user's.
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            warnings.simplefilter("ignore", DataWarning)
             warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
             study.optimize(objective, n_trials=queued_rules, catch=(ConfigError, DataError))
             if time.monotonic() + MIN_TRIAL_SECONDS < run.deadline:

@@ -11,7 +11,7 @@ import pytest
 
 from damcha_ts import Forecaster
 from damcha_ts.errors import BudgetWarning, ConfigError
-from damcha_ts.tuning.auto import FIXED_RULES
+from damcha_ts.tuning.auto_space import FIXED_RULES
 
 QUIET = {"enable_progress_bar": False, "logger": False}
 # A space small enough for a test: two rules and a short linear model, one lookback.
