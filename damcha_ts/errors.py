@@ -47,6 +47,11 @@ class ConvergenceWarning(UserWarning):
     one, so a larger budget (``max_steps`` or ``max_epochs``) would likely give a better model."""
 
 
+class BaselineWarning(UserWarning):
+    """A trained model forecasts its validation windows worse (by MASE) than a naive rule: repeating
+    the last value or the last season. Its forecasts are then not worth more than the rule's."""
+
+
 class BudgetWarning(UserWarning):
     """``Forecaster("auto")``'s time budget ran out before any trained candidate was scored: the
     forecast is the best baseline's, and a larger ``time_budget`` would let trained models compete."""

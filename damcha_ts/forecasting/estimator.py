@@ -154,20 +154,22 @@ class Estimator:
             return self.training
         return dataclasses.replace(self.training, batch_size=batch_size_for_windows(panel.window_count("train")))
 
-    def fit(self, panel, *, refit: bool = False, calibrated: bool = True,
+    def fit(self, panel, *, refit: bool = False, calibrated: bool = True, compared: bool = True,
             description: Mapping[str, Any] | None = None, folder: RunFolder | None = None) -> Predictor:
         """The Predictor of a model trained on ``panel`` with early stopping on its validation split.
 
         ``refit``: then retrain from scratch (same seed) on the train and validation rows for the
         first pass's best step count (step budget) or epoch count, without validation, and keep that model. ``calibrated``: with the
         calibration of ``level=`` intervals on the validation windows, by the model trained without
-        them. ``description``: ``SeriesMeta.from_panel``'s keywords (data_config, input_kind,
+        them. ``compared``: on user data, a trained model's validation MASE beside the naive rules'
+        (:mod:`damcha_ts.forecasting.baseline_check`: a BaselineWarning when a rule wins). ``description``: ``SeriesMeta.from_panel``'s keywords (data_config, input_kind,
         input_options). ``folder``: train there (a run's; no refit) instead of a new ``fit_*`` folder
         of ``default_root_dir`` or a scratch one. Its ``fit_record.facts`` add ``n_params`` and
         ``windows`` per split.
         """
         windows = {split: panel.window_count(split) for split in ("train", "val", "test")}
-        predictor = self._fit(panel, refit=refit, calibrated=calibrated, description=description, folder=folder)
+        predictor = self._fit(panel, refit=refit, calibrated=calibrated, compared=compared, description=description,
+                              folder=folder)
         predictor.fit_record.facts.update(self._size_report(predictor, windows))
         return predictor
 
@@ -184,11 +186,13 @@ class Estimator:
         panel = window_panel(meta, rows)
         description = {"data_config": meta.data_config, "input_kind": meta.input_kind,
                        "input_options": meta.input_options}
-        predictor = self._fit(panel, refit=refit, calibrated=calibrated, description=description)
+        predictor = self._fit(panel, refit=refit, calibrated=calibrated, compared=False, description=description)
         return predictor, predictor.fit_record.facts
 
     def _fit(self, panel, *, refit: bool, calibrated: bool, description: Mapping[str, Any] | None,
-             folder: RunFolder | None = None) -> Predictor:
+             compared: bool = False, folder: RunFolder | None = None) -> Predictor:
+        from damcha_ts.forecasting.baseline_check import compare_with_baselines
+        from damcha_ts.models.registry import model_spec
         from damcha_ts.training.runner import with_covariate_counts  # Lightning: loaded when a model trains
 
         if not isinstance(refit, (bool, np.bool_)):
@@ -200,6 +204,9 @@ class Estimator:
         facts = {"best_val_loss": result.best_val_loss, "epochs_run": result.epochs_run,
                  "best_epoch": result.best_epoch, "best_step": result.best_step, **result.timing}
         calibration = estimator._validation_calibration(panel, result.module.model) if calibrated else None
+        if compared and panel.dataset is None and model_spec(estimator.model_config["name"]).trained:
+            first_pass = Predictor(result.module.model.cpu().eval(), estimator._meta(panel), self.quantiles)
+            facts.update(compare_with_baselines(first_pass, panel, estimator.training.batch_size))
         if refit:
             # As long as the first pass's best weights trained: its steps under a step budget, else its epochs.
             budget = ({"max_steps": max(1, result.best_step)} if self.training.max_steps is not None

@@ -222,7 +222,7 @@ class AutoSearch:
         if candidate.trained:
             trainer_kwargs["max_time"] = {"seconds": max(left, 1.0)}
         started = time.monotonic()
-        predictor = candidate.estimator(base, self.horizon, trainer_kwargs).fit(panel, calibrated=False)
+        predictor = candidate.estimator(base, self.horizon, trainer_kwargs).fit(panel, calibrated=False, compared=False)
         facts = predictor.fit_record.facts
         trial.set_user_attr("seconds", time.monotonic() - started)
         trial.set_user_attr("best_step", facts.get("best_step"))
