@@ -232,11 +232,7 @@ def train_on_train_and_val(series: SeriesData) -> SeriesData:
     on them: what ``Forecaster.fit(..., refit=True)`` retrains on (the test split is unchanged).
     A panel's: :meth:`damcha_ts.data.panel.Panel.train_on_train_and_val`."""
     border1, _ = series.borders["train"]
-    borders = {**series.borders, "train": (border1, series.borders["val"][1])}
-    scaler = StandardScaler.fit(series.values[borders["train"][0] : borders["train"][1]])
-    covariates = None if series.covariates is None else series.covariates.rescaled(borders["train"])
-    return dataclasses.replace(series, borders=borders, scaler=scaler, covariates=covariates,
-                               scaled=scaler.transform(series.values).astype(np.float32))
+    return resplit(series, {**series.borders, "train": (border1, series.borders["val"][1])})
 
 
 def selection_split(series: SeriesData, inner_val_rows: int) -> SeriesData:
@@ -245,14 +241,20 @@ def selection_split(series: SeriesData, inner_val_rows: int) -> SeriesData:
     train part and an inner validation tail of ``inner_val_rows`` (early stopping); the scaler is
     refitted on the new train rows. The test rows of ``series`` lie outside every split.
     A panel's: :meth:`damcha_ts.data.panel.Panel.selection_split`."""
-    (_, train_end), (_, val_end), seq_len = series.borders["train"], series.borders["val"], series.seq_len
+    (train_start, train_end), (_, val_end), seq_len = series.borders["train"], series.borders["val"], series.seq_len
     inner_end = train_end - int(inner_val_rows)
-    if inner_val_rows < series.pred_len or inner_end < seq_len + series.pred_len:
-        raise ConfigError(f"{series.name}: its {train_end} train rows hold no inner validation tail of "
+    if inner_val_rows < series.pred_len or inner_end - train_start < seq_len + series.pred_len:
+        raise ConfigError(f"{series.name}: its {train_end - train_start} train rows hold no inner validation tail of "
                           f"{inner_val_rows} rows (at least pred_len = {series.pred_len}) after a training window of "
                           f"seq_len + pred_len = {seq_len + series.pred_len} rows; use a shorter lookback or more data")
-    borders = {"train": (0, inner_end), "val": (inner_end - seq_len, train_end), "test": (train_end - seq_len, val_end)}
-    scaler = StandardScaler.fit(series.values[:inner_end])
+    return resplit(series, {"train": (train_start, inner_end), "val": (inner_end - seq_len, train_end),
+                            "test": (train_end - seq_len, val_end)})
+
+
+def resplit(series: SeriesData, borders: Borders) -> SeriesData:
+    """``series`` with new split ``borders``, its scaler (and its covariates') fitted again on the new
+    train rows and its values scaled with it."""
+    scaler = StandardScaler.fit(series.values[borders["train"][0] : borders["train"][1]])
     covariates = None if series.covariates is None else series.covariates.rescaled(borders["train"])
     return dataclasses.replace(series, borders=borders, scaler=scaler, covariates=covariates,
                                scaled=scaler.transform(series.values).astype(np.float32))

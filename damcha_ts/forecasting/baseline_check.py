@@ -24,6 +24,7 @@ def compare_with_baselines(predictor, panel, batch_size: int) -> dict:
     {} without validation windows. The seasonal rule needs a lookback of one season (else it is left out)."""
     from damcha_ts.forecasting.predictor import Predictor
     from damcha_ts.models.registry import build_model
+    from damcha_ts.training.runner import with_covariate_counts
 
     if panel.window_count("val") < 1:
         return {}
@@ -31,7 +32,8 @@ def compare_with_baselines(predictor, panel, batch_size: int) -> dict:
     lengths = {"seq_len": panel.seq_len, "pred_len": panel.pred_len}
     rules = {"naive": {}, "seasonal_naive": {"season_length": season}} if season <= panel.seq_len else {"naive": {}}
     ours = predictor.evaluate(panel, "val", batch_size)["mase"]
-    theirs = {name: Predictor(build_model({"name": name, **lengths, **keys}).eval(), predictor.meta)
+    # A rule reads no covariate, but takes the panel's (as any model of it): its batches carry them.
+    theirs = {name: Predictor(build_model(with_covariate_counts({"name": name, **lengths, **keys}, panel)).eval(), predictor.meta)
               .evaluate(panel, "val", batch_size)["mase"] for name, keys in rules.items()}
     best = min(theirs, key=theirs.get)
     if theirs[best] < ours:

@@ -3,22 +3,23 @@
     >>> f = Forecaster("auto", horizon=24, time_budget=300, random_state=0).fit(frame)   # doctest: +SKIP
     >>> f.fit_result_["auto"]["chosen"]; f.leaderboard_                                  # doctest: +SKIP
 
-How :meth:`AutoSearch.fit` runs:
+How :meth:`AutoSearch.fit_data` runs:
 
 1. **Where candidates are scored.** The data is split as any fit splits it (train, validation,
    test; ``test_size=0``: no test). Each candidate trains on the train rows, stopping early on an
    inner tail of them, and is scored on the validation rows: MASE over every window, pooled over
    the series (:meth:`damcha_ts.data.panel.Panel.selection_split`). No candidate reads a test row.
-2. **What is searched** (:class:`AutoSpace`): the baselines (naive, seasonal naive, window mean,
-   drift), the trained linear model and the DAMCHA and MHA models of both families, with lookback,
-   learning rate, optimiser steps, width and dropout. The baselines, the linear model and the
-   recommended default run first (enqueued trials), then Optuna's TPE samples; a trained trial whose
-   inner validation loss is above the median of earlier ones at the same step is pruned.
-3. **The budget.** A trained trial starts while the budget, less the final fit of the best candidate
-   so far (:data:`FINAL_FIT_FACTOR` times its trial), leaves :data:`MIN_TRIAL_SECONDS`; it stops at the
-   budget (Lightning's ``max_time``), its best weights kept, and so does each of the final fit's two
-   trainings at half the time then left. The baselines run whatever the budget,
-   so a budget too small for any trained candidate returns the best baseline, with a BudgetWarning.
+2. **What is searched** (:class:`~damcha_ts.tuning.auto_space.AutoSpace`): the fixed rules (naive,
+   seasonal naive, window mean, drift), scored first and whatever the budget; then the trained linear
+   model and the DAMCHA and MHA models of both families, with lookback, learning rate, optimiser
+   steps, width and dropout: the linear model and the recommended default under the user-data recipe
+   first, then Optuna's TPE sampler. A trained trial whose inner validation loss is above the median
+   of at least three earlier trained trials at the same step is pruned.
+3. **The budget.** A trained trial may take what is left less the final fit of the best candidate so
+   far, and at most what would leave time for its own final fit (:data:`FINAL_FIT_FACTOR` times the
+   trial); it stops there (Lightning's ``max_time``), its best weights kept. None starts with less
+   than :data:`MIN_TRIAL_SECONDS`. A budget too small for any trained candidate returns the best
+   fixed rule, with a BudgetWarning.
 4. **The final model.** The chosen candidate is fitted on the data's own split with ``refit=True``
    (a fixed rule: as it is): early stopping on the validation rows, ``level=`` intervals calibrated
    there by that first pass, then retrained on the train and validation rows for its best step count.
@@ -35,6 +36,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 import sys
 import time
 import warnings
@@ -48,8 +50,7 @@ import numpy as np
 from damcha_ts.data.registry import DataWarning
 from damcha_ts.data.time_index import season_length_of
 from damcha_ts.errors import BudgetWarning, ConfigError, ConvergenceWarning, DataError, plain_repr
-from damcha_ts.schema import DEFAULT_MODEL
-from damcha_ts.tuning.auto_space import AutoSpace, Candidate, sample
+from damcha_ts.tuning.auto_space import FIXED_RULES, AutoSpace, Candidate, first_candidates, is_trained, sample
 
 #: Seconds a search may take when ``time_budget`` is not given.
 DEFAULT_TIME_BUDGET = 300.0
@@ -102,12 +103,15 @@ def search_of(model: str, base, *, time_budget: Any, search: Any, storage: Any, 
 
 
 class AutoSearch:
-    """The search behind ``Forecaster("auto")``: :meth:`fit` returns the chosen candidate's Predictor."""
+    """The search behind ``Forecaster("auto")``: :meth:`fit_data` returns the chosen candidate's Predictor."""
 
     def __init__(self, base, time_budget: float, *, search: Any = None, storage: str | Path | None = None,
                  study_name: str | None = None, season_length: int | None = None):
-        if isinstance(time_budget, bool) or not isinstance(time_budget, (int, float)) or not time_budget > 0:
-            raise ConfigError(f"time_budget must be a positive number of seconds, got {plain_repr(time_budget)}")
+        if not (isinstance(time_budget, numbers.Real) and not isinstance(time_budget, bool)
+                and math.isfinite(time_budget) and time_budget > 0):
+            raise ConfigError(f"time_budget must be a positive, finite number of seconds, got {plain_repr(time_budget)}")
+        if storage is not None and not (isinstance(storage, (str, Path)) and str(storage).strip()):
+            raise ConfigError(f"storage must be a SQLite file or an Optuna storage URL, got {plain_repr(storage)}")
         self.base, self.horizon, self.time_budget = base, int(base.model_config["pred_len"]), float(time_budget)
         self.space, self.storage, self.study_name = AutoSpace.of(search), storage, study_name
         self.season_length, self.verbose = season_length, base.verbose
@@ -121,61 +125,100 @@ class AutoSearch:
 
         from damcha_ts.data import prepare
 
+        start = time.monotonic()
+
         def panel_for(lookback: int):
             return prepare(data, seq_len=lookback, pred_len=self.horizon, **options)
 
-        start = time.monotonic()
-        first = panel_for(max(2 * self.horizon, 1))
+        first = panel_for(self.horizon)
         season = season_length_of(first.freq, self.season_length)
-        inner_rows = max(self.horizon, int(min(s.borders["train"][1] for s in first.series) * INNER_VAL_FRACTION))
-        lookbacks = self.space.lookback_choices(
-            self.horizon, season, min(s.borders["train"][1] for s in first.series) - inner_rows)
+        train_rows = min(s.borders["train"][1] for s in first.series)
+        inner_rows = max(self.horizon, int(train_rows * INNER_VAL_FRACTION))
+        lookbacks = self.space.lookback_choices(self.horizon, season, train_rows - inner_rows)
         # The benchmark's rule, max(2H, season), or the nearest lookback of the space: the fixed rules' and the first trials'.
         base_lookback = min(lookbacks, key=lambda lookback: (abs(lookback - max(2 * self.horizon, season)), lookback))
-        run = _Run(panel_for, season, inner_rows, lookbacks, base_lookback, self._models(), start,
-                   start + self.time_budget)
+        models = self._models()
+        run = _Run(panel_for, season, inner_rows, lookbacks, base_lookback, [m for m in models if not is_trained(m)],
+                   [m for m in models if is_trained(m)], start, start + self.time_budget)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study, queued_rules = self._study(first, run)
-        self._optimize(study, queued_rules, run)
-        return self._final_fit(study, run, data, options)
-
-    def _optimize(self, study, queued_rules: int, run: _Run) -> None:
-        """Run the queued fixed rules whatever the budget, then trials while the budget lasts."""
-        import optuna
-
-        scored = {t.user_attrs["candidate"]: t.value for t in study.get_trials(deepcopy=False)
-                  if t.state.name == "COMPLETE" and "candidate" in t.user_attrs}  # a candidate is scored once
-        repeats = [0]  # trials in a row that drew a candidate already scored
-
-        def objective(trial) -> float:
-            candidate = sample(trial, self.space, run.models, run.lookbacks, run.base_lookback)
-            trial.set_user_attr("candidate", candidate.key)
-            if candidate.key in scored:
-                repeats[0] += 1
-                if repeats[0] >= MAX_REPEATS:  # a small space, searched through
-                    study.stop()
-                trial.set_user_attr("seconds", 0.0)
-                return scored[candidate.key]
-            repeats[0] = 0
-            left = run.deadline - time.monotonic() - self._final_reserve(study)
-            if candidate.trained and left < MIN_TRIAL_SECONDS:
-                study.stop()
-                study.enqueue_trial(trial.params)  # a study continued with storage= runs it first
-                trial.set_user_attr("reason", "time budget spent")
-                raise optuna.TrialPruned("the time budget is spent")
-            scored[candidate.key] = self._run_trial(trial, candidate, run.search_panel(candidate.lookback), run.season, left)
-            return scored[candidate.key]
-
-        stop_when_spent = _stop_when_spent(run.deadline, lambda: self._final_reserve(study))
+        study = self._study(first, run)
         with warnings.catch_warnings():
             # A short trial still improving, or an inner tail of few windows, is the search's business, not the user's.
             warnings.simplefilter("ignore", ConvergenceWarning)
             warnings.simplefilter("ignore", DataWarning)
             warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-            study.optimize(objective, n_trials=queued_rules, catch=(ConfigError, DataError))
-            if time.monotonic() + MIN_TRIAL_SECONDS < run.deadline:
-                study.optimize(objective, n_trials=self.space.max_trials, timeout=run.deadline - time.monotonic(),
-                               callbacks=[stop_when_spent], catch=(ConfigError, DataError))
+            self._score_rules(study, run)
+            self._optimize(study, run)
+        return self._final_fit(study, run, data, options)
+
+    def _score_rules(self, study, run: _Run) -> None:
+        """Score every fixed rule the study has not (outside the sampler: a rule has no settings to draw)."""
+        import optuna
+        from optuna.distributions import CategoricalDistribution
+
+        done = {t.user_attrs.get("candidate") for t in study.get_trials(deepcopy=False) if t.state.name in ("COMPLETE", "FAIL")}
+        for rule in run.rules:
+            candidate = Candidate(rule, run.base_lookback)
+            if candidate.key in done:
+                continue
+            attrs, state, value = {"candidate": candidate.key}, optuna.trial.TrialState.COMPLETE, None
+            try:
+                value, attrs["seconds"] = self._score(candidate, run.search_panel(candidate.lookback), run.season)
+            except (ConfigError, DataError) as error:
+                state, attrs["reason"] = optuna.trial.TrialState.FAIL, str(error)[:500]
+            study.add_trial(optuna.trial.create_trial(
+                params={"rule": rule}, distributions={"rule": CategoricalDistribution(list(FIXED_RULES))},
+                value=value, state=state, user_attrs=attrs))
+            self._say(f"{rule}: " + (f"validation MASE {value:.4f}" if value is not None else f"failed: {attrs['reason']}"))
+
+    def _optimize(self, study, run: _Run) -> None:
+        """Trained trials while the budget lasts: the linear model and the default first, then TPE's."""
+        import optuna
+
+        if not run.trained:
+            return
+        outcomes = {t.user_attrs["candidate"]: (t.value, t.user_attrs.get("reason"))
+                    for t in study.get_trials(deepcopy=False)
+                    if t.state.name in ("COMPLETE", "FAIL") and "candidate" in t.user_attrs}  # each scored once
+        repeats = [0]  # trials in a row that drew a candidate already scored
+
+        def objective(trial) -> float:
+            candidate = sample(trial, self.space, run.trained, run.lookbacks)
+            trial.set_user_attr("candidate", candidate.key)
+            if candidate.key in outcomes:
+                repeats[0] += 1
+                if repeats[0] >= MAX_REPEATS:  # a small space, searched through
+                    study.stop()
+                value, reason = outcomes[candidate.key]
+                if reason is not None:
+                    raise ConfigError(reason)
+                trial.set_user_attr("seconds", 0.0)
+                return value
+            repeats[0] = 0
+            panel = run.search_panel(candidate.lookback)
+            left = run.deadline - time.monotonic()
+            # Time for this trial that leaves the final fit of the best so far, or of this one, room.
+            allowed = min(left - self._final_reserve(study), left / (1 + FINAL_FIT_FACTOR))
+            if allowed < MIN_TRIAL_SECONDS:
+                study.stop()
+                study.enqueue_trial(trial.params)  # a study continued with storage= runs it first
+                trial.set_user_attr("reason", "time budget spent")
+                raise optuna.TrialPruned("the time budget is spent")
+            try:
+                value = self._run_trial(trial, candidate, panel, run.season, allowed)
+            except (ConfigError, DataError) as error:
+                trial.set_user_attr("reason", str(error)[:500])
+                outcomes[candidate.key] = (None, str(error)[:500])
+                raise
+            outcomes[candidate.key] = (value, None)
+            return value
+
+        for params in first_candidates(self.space, run.base_lookback):
+            study.enqueue_trial(params, skip_if_exists=True)
+        if time.monotonic() + MIN_TRIAL_SECONDS < run.deadline:
+            study.optimize(objective, n_trials=self.space.max_trials, timeout=run.deadline - time.monotonic(),
+                           callbacks=[_stop_when_spent(run.deadline, lambda: self._final_reserve(study))],
+                           catch=(ConfigError, DataError))
         run.search_seconds = time.monotonic() - run.start
 
     def _final_fit(self, study, run: _Run, data: Any, options: Mapping[str, Any]):
@@ -185,23 +228,24 @@ class AutoSearch:
         summary = self._summary(study)
         completed = [row for row in summary if row["state"] == "COMPLETE" and row["validation_mase"] is not None]
         if not completed:
-            raise ConfigError("auto: no candidate could be scored on the validation rows (trials: " +
-                              ", ".join(f"{row['model']} {row['state']}" for row in summary[:5]) + ")")
+            raise ConfigError(f"auto: no candidate could be scored on the validation rows within time_budget="
+                              f"{self.time_budget:g} s (" + "; ".join(
+                                  f"{row['model']}: {row.get('reason', row['state'])}" for row in summary[:6]) + ")")
         best = completed[0]
         chosen = Candidate(best["model"], best["lookback"], best["settings"])
-        if not any(_trained(row["model"]) for row in completed):
-            warnings.warn(f"time_budget={self.time_budget:g} s left no time for a trained candidate: returning the best "
-                          f"baseline, {chosen.model} (validation MASE {best['validation_mase']:.4f}); raise time_budget",
-                          BudgetWarning, stacklevel=4)
+        self._warn_without_trained(summary, completed, chosen, best["validation_mase"], run)
         self._say(f"chose {chosen.model} (lookback {chosen.lookback}), validation MASE {best['validation_mase']:.4f}; "
                   "fitting it on the train and validation rows")
         final_start = time.monotonic()
         panel = run.panel_for(chosen.lookback)
         trainer_kwargs = dict(self.base.trainer_kwargs)
-        if chosen.trained:  # each of its two trainings stops at half the time left, its best weights kept
-            trainer_kwargs["max_time"] = {"seconds": max((run.deadline - final_start) / 2, MIN_TRIAL_SECONDS)}
+        if chosen.trained:
+            # Each of its two trainings: half the time left, but never less than its trial had (not a crippled model).
+            seconds = max((run.deadline - final_start) / 2, 1.5 * (best["seconds"] or 0.0), MIN_TRIAL_SECONDS)
+            trainer_kwargs["max_time"] = {"seconds": seconds}
         predictor = chosen.estimator(self.base, self.horizon, trainer_kwargs).fit(
-            panel, refit=chosen.trained, calibrated=True, description=input_description(data, options, panel))
+            panel, refit=chosen.trained, calibrated=True, compared=False,
+            description=input_description(data, options, panel))
         predictor.fit_record.facts["auto"] = {
             "chosen": {"model": chosen.model, "lookback": chosen.lookback, **chosen.settings,
                        "validation_mase": best["validation_mase"], "trial": best["number"]},
@@ -212,30 +256,45 @@ class AutoSearch:
         }
         return predictor
 
-    def _run_trial(self, trial, candidate: Candidate, panel, season: int, left: float) -> float:
-        """Train ``candidate`` on the search panel's train rows (at most ``left`` seconds) and return
-        its validation MASE; records seconds, steps and scores on the trial."""
+    def _warn_without_trained(self, summary, completed, chosen: Candidate, value: float, run: _Run) -> None:
+        """When no trained candidate was scored although the space has some: why (budget or failures)."""
+        if not run.trained or any(is_trained(row["model"]) for row in completed):
+            return
+        failed = [row for row in summary if is_trained(row["model"]) and row["state"] == "FAIL"]
+        if failed and not any(row.get("reason") == "time budget spent" for row in summary):
+            warnings.warn(f"every trained candidate failed ({failed[0]['model']}: {failed[0].get('reason')}): returning "
+                          f"the best fixed rule, {chosen.model} (validation MASE {value:.4f})", BudgetWarning, stacklevel=5)
+        else:
+            warnings.warn(f"time_budget={self.time_budget:g} s left no time for a trained candidate: returning the best "
+                          f"baseline, {chosen.model} (validation MASE {value:.4f}); raise time_budget",
+                          BudgetWarning, stacklevel=5)
+
+    def _score(self, candidate: Candidate, panel, season: int, trainer_kwargs: Mapping[str, Any] | None = None):
+        """(validation MASE, seconds) of ``candidate`` trained on the search panel's train rows."""
+        started = time.monotonic()
+        estimator = candidate.estimator(self.base, self.horizon, trainer_kwargs or self.base.trainer_kwargs)
+        predictor = estimator.fit(panel, calibrated=False, compared=False)
+        scores = predictor.evaluate(panel, "test", predictor.fit_record.training.batch_size, season_length=season)
+        value = float(scores["mase"])
+        return (value if math.isfinite(value) else float("nan")), time.monotonic() - started
+
+    def _run_trial(self, trial, candidate: Candidate, panel, season: int, allowed: float) -> float:
+        """Train ``candidate`` (at most ``allowed`` seconds) and return its validation MASE, or raise
+        TrialPruned when the pruner stopped it; records seconds and the kept step on the trial."""
         import optuna
 
-        pruning, base = _Pruning(trial), self.base
-        trainer_kwargs = {**base.trainer_kwargs, "callbacks": [*base.trainer_kwargs.get("callbacks", ()), pruning]}
-        if candidate.trained:
-            trainer_kwargs["max_time"] = {"seconds": max(left, 1.0)}
-        started = time.monotonic()
-        predictor = candidate.estimator(base, self.horizon, trainer_kwargs).fit(panel, calibrated=False, compared=False)
-        facts = predictor.fit_record.facts
-        trial.set_user_attr("seconds", time.monotonic() - started)
-        trial.set_user_attr("best_step", facts.get("best_step"))
+        pruning = _Pruning(trial)
+        trainer_kwargs = {**self.base.trainer_kwargs, "max_time": {"seconds": max(allowed, 1.0)},
+                          "callbacks": [*self.base.trainer_kwargs.get("callbacks", ()), pruning]}
+        value, seconds = self._score(candidate, panel, season, trainer_kwargs)
+        trial.set_user_attr("seconds", seconds)
         if pruning.pruned_at is not None:
             trial.set_user_attr("reason", f"pruned at step {pruning.pruned_at}")
             self._say(f"trial {trial.number} {candidate.model}: pruned at step {pruning.pruned_at}")
             raise optuna.TrialPruned(f"pruned at step {pruning.pruned_at}")
-        scores = predictor.evaluate(panel, "test", predictor.fit_record.training.batch_size, season_length=season)
-        trial.set_user_attr("smape", _finite(scores.get("smape")))
-        value = float(scores["mase"])
         self._say(f"trial {trial.number} {candidate.model} (lookback {candidate.lookback}): validation MASE "
-                  f"{value:.4f}, {time.monotonic() - started:.1f} s")
-        return value if math.isfinite(value) else float("nan")
+                  f"{value:.4f}, {seconds:.1f} s")
+        return value
 
     # ------------------------------------------------------------------ pieces
     def _models(self) -> list[str]:
@@ -254,53 +313,46 @@ class AutoSearch:
         return models
 
     def _study(self, panel, run: _Run):
-        """(the study (in ``storage`` when given: loaded when it exists), how many fixed rules were
-        queued first): a new study's first trials are the fixed rules, the linear model and the default."""
+        """The study, in ``storage`` when given (continued when it holds this one); its sampler seeded
+        from ``random_state`` and the trials it holds, its pruner waiting for three trained trials."""
         import optuna
 
         storage = None
         if self.storage is not None:
             from damcha_ts.workqueue.storage import open_storage, resolve_storage_url
 
+            # A trial whose process was killed is failed once its heartbeat is 3 minutes old, and queued again once.
             storage = open_storage(resolve_storage_url(self.storage, Path.cwd()), heartbeat_interval=60,
-                                   grace_period=180, max_retry=0)
+                                   grace_period=180, max_retry=1)
         name = self.study_name or f"auto-{self._fingerprint(panel, run)}"
         existing = 0
         if storage is not None:
             with contextlib.suppress(KeyError):
                 existing = len(optuna.load_study(study_name=name, storage=storage).trials)
-        seed = int(np.random.SeedSequence([self.base.training.seed, existing]).generate_state(1)[0])
-        study = optuna.create_study(study_name=name, storage=storage, load_if_exists=True, direction="minimize",
-                                    sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=4),
-                                    pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=100))
         if existing:
             self._say(f"continuing study {name}: {existing} trials so far")
-            return study, 0
-        rules = [model for model in run.models if not _trained(model)]
-        for model in rules:  # the baselines, the linear model and the recommended default first
-            study.enqueue_trial({"model": model})
-        # The recommended recipe (TrainingConfig.for_user_data), or the nearest the space holds.
-        space = self.space
-        defaults = {"lookback": run.base_lookback, "learning_rate": float(np.clip(1e-3, *space.learning_rate)),
-                    "max_steps": min(space.max_steps, key=lambda steps: abs(steps - 1000))}
-        for model in ("linear", DEFAULT_MODEL):
-            if model in run.models:
-                extra = {} if model == "linear" else {"d_model": None if None in space.d_model else space.d_model[0],
-                                                      "dropout": float(np.clip(0.1, *space.dropout))}
-                study.enqueue_trial({"model": model, **defaults, **extra}, skip_if_exists=True)
-        return study, len(rules)
+        seed = int(np.random.SeedSequence([self.base.training.seed, existing]).generate_state(1)[0])
+        return optuna.create_study(
+            study_name=name, storage=storage, load_if_exists=True, direction="minimize",
+            sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=4),
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=0, n_warmup_steps=100, n_min_trials=3))
 
     def _fingerprint(self, panel, run: _Run) -> str:
-        """What makes a study the same one: the data's train and validation rows, the horizon, the
-        space, the seed and the quantiles."""
+        """What makes a study the same one: everything a candidate's score depends on. The data's train
+        and validation rows (targets and covariates), columns, frequency, modes and scaler, the static
+        covariates, the horizon, the space, the seed, the quantiles and the value policy."""
         digest = hashlib.sha256()
         for series in panel.series:
             rows = series.borders["val"][1]
-            digest.update(np.ascontiguousarray(series.values[:rows]).tobytes())
-            digest.update(json.dumps([list(map(str, series.columns)), str(series.timestamps[0]), rows]).encode())
+            digest.update(np.ascontiguousarray(series.history_rows()[:rows]).tobytes())
+            digest.update(json.dumps([list(map(str, series.history_columns)), str(series.timestamps[0]), rows,
+                                      series.freq, series.features, series.target]).encode())
+        if panel.static_values is not None:
+            digest.update(np.ascontiguousarray(panel.static_values).tobytes())
         space = {k: v for k, v in dataclasses.asdict(self.space).items() if k != "max_trials"}  # a limit, not a point
-        digest.update(json.dumps([self.horizon, space, run.models, run.lookbacks, self.base.training.seed,
-                                  self.base.quantiles], default=str).encode())
+        digest.update(json.dumps([self.horizon, space, run.rules, run.trained, run.lookbacks, run.season,
+                                  panel.scaler_kind, self.base.training.seed, self.base.quantiles,
+                                  self.base.nonnegative], default=str).encode())
         return digest.hexdigest()[:16]
 
     def _final_reserve(self, study) -> float:
@@ -310,7 +362,7 @@ class AutoSearch:
             if trial.state.name == "COMPLETE" and trial.value is not None and math.isfinite(trial.value):
                 if best is None or trial.value < best.value:
                     best = trial
-        if best is None or not _trained(best.params.get("model")):
+        if best is None or "model" not in best.params:  # a fixed rule (params "rule") is not refitted
             return 0.0
         return FINAL_FIT_FACTOR * float(best.user_attrs.get("seconds") or 0.0)
 
@@ -325,7 +377,7 @@ class AutoSearch:
             value = trial.value if trial.state.name == "COMPLETE" else None
             rows.append({"number": trial.number, "model": model, "lookback": lookback, "settings": candidate,
                          "validation_mase": _finite(value), "seconds": _finite(trial.user_attrs.get("seconds")),
-                         "best_step": trial.user_attrs.get("best_step"), "state": trial.state.name,
+                         "state": trial.state.name,
                          **({"reason": trial.user_attrs["reason"]} if "reason" in trial.user_attrs else {})})
         return sorted(rows, key=lambda row: (row["validation_mase"] is None, row["validation_mase"] or 0.0, row["number"]))
 
@@ -343,7 +395,8 @@ class _Run:
     inner_rows: int  # the candidates' early-stopping tail, cut from the train rows
     lookbacks: list[int]
     base_lookback: int  # the fixed rules' and the first trained trials'
-    models: list[str]
+    rules: list[str]  # the fixed rules of the space
+    trained: list[str]  # its trained models
     start: float  # time.monotonic() at the start of the fit
     deadline: float
     search_seconds: float = 0.0
@@ -370,12 +423,6 @@ def _stop_when_spent(deadline: float, reserve: Callable[[], float]):
         if time.monotonic() + reserve() + MIN_TRIAL_SECONDS > deadline:
             study.stop()
     return callback
-
-
-def _trained(model: Any) -> bool:
-    from damcha_ts.models.registry import model_spec
-
-    return isinstance(model, str) and model_spec(model).trained
 
 
 def _finite(value: Any) -> float | None:

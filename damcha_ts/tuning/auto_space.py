@@ -1,20 +1,30 @@
 """What ``Forecaster("auto")`` searches (:class:`AutoSpace`, given as ``search=``), one point of it
-(:class:`Candidate`) and how an Optuna trial draws one (:func:`sample`). The search: tuning/auto.py."""
+(:class:`Candidate`), the first points tried (:func:`first_candidates`) and how an Optuna trial draws
+a trained one (:func:`sample`). The search: tuning/auto.py."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from damcha_ts.errors import ConfigError, plain_repr
-from damcha_ts.schema import DEFAULT_MODEL, read_yaml, reject_unknown_keys
+from damcha_ts.schema import DEFAULT_MODEL, read_yaml, reject_unknown_keys, yaml_number
 
 FIXED_RULES = ("naive", "seasonal_naive", "window_mean", "drift")
 TRAINED_MODELS = ("linear", "itransformer_mha", "itransformer_damcha_static", "gateformer_mha", DEFAULT_MODEL)
+
+
+def is_trained(model: str) -> bool:
+    """Whether ``model`` learns from data (every model but the fixed rules): the one place that asks."""
+    from damcha_ts.models.registry import model_spec
+
+    return model_spec(model).trained
 
 
 @dataclass(frozen=True)
@@ -23,6 +33,7 @@ class AutoSpace:
 
     ``lookback_multiples`` multiply the base lookback ``max(2 * horizon, season)``; ``lookbacks``
     (row counts) replace them. ``d_model`` None leaves the width to the data (models/sizing.py).
+    ``learning_rate`` and ``dropout`` are ``[low, high]`` ranges; the others lists of choices.
     """
 
     models: tuple[str, ...] = (*FIXED_RULES, *TRAINED_MODELS)
@@ -32,13 +43,12 @@ class AutoSpace:
     max_steps: tuple[int, ...] = (250, 500, 1000, 2000)
     d_model: tuple[int | None, ...] = (None, 64, 128, 256)
     dropout: tuple[float, float] = (0.0, 0.3)
-    max_trials: int | None = None  # at most this many trials after the fixed rules, per fit (None: the budget decides)
+    max_trials: int | None = None  # at most this many trained trials per fit (None: the budget decides)
 
     @classmethod
     def of(cls, search: Any) -> AutoSpace:
-        """The space of ``search=``: None (the default), a mapping, or a YAML file of one."""
-        from damcha_ts.models.registry import known_model_name
-
+        """The space of ``search=``: None (the default), a mapping, or a YAML file of one; ConfigError
+        naming the key for a value of the wrong kind."""
         if search is None:
             return cls()
         if isinstance(search, (str, Path)):
@@ -48,21 +58,15 @@ class AutoSpace:
         if not isinstance(search, Mapping):
             raise ConfigError(f"search must be a mapping or a YAML file of one, got {plain_repr(search)}")
         reject_unknown_keys(search, [f.name for f in dataclasses.fields(cls)], "search")
-        values = {key: tuple(value) if isinstance(value, (list, tuple)) else value for key, value in search.items()}
-        space = cls(**values)
-        unknown = [name for name in space.models if name == "auto" or not known_model_name(name)]
-        if not space.models or unknown:
-            raise ConfigError(f"search.models: {unknown or 'none given'} are not models (give names as Forecaster takes)")
-        for key in ("learning_rate", "dropout"):
-            low, high = getattr(space, key)
-            if not 0 <= low <= high:
-                raise ConfigError(f"search.{key} must be [low, high] with 0 <= low <= high, got {[low, high]}")
-        for key in ("lookbacks", "max_steps", "max_trials"):
-            values = getattr(space, key)
-            for value in (values,) if key == "max_trials" and values is not None else values or ():
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise ConfigError(f"search.{key} must hold positive integers, got {plain_repr(value)}")
-        return space
+        return cls(**{key: _checked(key, value) for key, value in search.items()})
+
+    @property
+    def rules(self) -> list[str]:
+        return [model for model in self.models if not is_trained(model)]
+
+    @property
+    def trained(self) -> list[str]:
+        return [model for model in self.models if is_trained(model)]
 
     def lookback_choices(self, horizon: int, season: int, train_rows: int) -> list[int]:
         """The lookbacks to try: given, or the multiples of the base lookback that leave at least two
@@ -75,6 +79,44 @@ class AutoSpace:
         return sorted({choice for choice in choices if choice <= room} | {min(base, room)})
 
 
+def _checked(key: str, value: Any) -> Any:
+    """A search key's value, typed (YAML's ``1e-4`` text is a number) and checked."""
+    from damcha_ts.models.registry import known_model_name
+
+    if key == "max_trials":
+        if value is not None and not _positive_int(value):
+            raise ConfigError(f"search.max_trials must be a positive integer or null, got {plain_repr(value)}")
+        return value
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f"search.{key} must be a non-empty list, got {plain_repr(value)}")
+    values = tuple(yaml_number(v) for v in value)
+    if key == "models":
+        unknown = [name for name in values if name == "auto" or not known_model_name(name)]
+        if unknown:
+            raise ConfigError(f"search.models: {unknown} are not models (give names as Forecaster takes)")
+    elif key in ("learning_rate", "dropout"):
+        rate = key == "learning_rate"
+        if not (len(values) == 2 and _real(*values) and values[0] <= values[1]
+                and (0 < values[0] if rate else 0 <= values[0] and values[1] < 1)):
+            raise ConfigError(f"search.{key} must be [low, high] with "
+                              f"{'0 < low <= high' if rate else '0 <= low <= high < 1'}, got {list(value)}")
+    elif key == "lookback_multiples":
+        if not all(_real(v) and v > 0 for v in values):
+            raise ConfigError(f"search.lookback_multiples must hold positive numbers, got {list(value)}")
+    elif not all((v is None and key == "d_model") or _positive_int(v) for v in values):
+        raise ConfigError(f"search.{key} must hold positive integers{' or null' if key == 'd_model' else ''}, "
+                          f"got {list(value)}")
+    return values
+
+
+def _real(*values) -> bool:
+    return all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) for v in values)
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One point of the space: a model, its lookback and the trained models' settings."""
@@ -85,9 +127,7 @@ class Candidate:
 
     @property
     def trained(self) -> bool:
-        from damcha_ts.models.registry import model_spec
-
-        return model_spec(self.model).trained
+        return is_trained(self.model)
 
     @property
     def key(self) -> str:
@@ -104,13 +144,26 @@ class Candidate:
                                        trainer_kwargs=trainer_kwargs, verbose=False, **training, **model)
 
 
-def sample(trial, space: AutoSpace, models: Sequence[str], lookbacks: Sequence[int], base_lookback: int) -> Candidate:
-    """The candidate of an Optuna trial: a fixed rule reads the base lookback and nothing else."""
-    from damcha_ts.models.registry import model_spec
+def first_candidates(space: AutoSpace, lookback: int) -> list[dict]:
+    """The trained trials every new study starts with, as Optuna parameters: the linear model and the
+    recommended default under the user-data recipe (``USER_DATA_DEFAULTS``, the model's own dropout),
+    or the nearest values the space holds."""
+    from damcha_ts.models.registry import resolve_model_config
+    from damcha_ts.training.config import USER_DATA_DEFAULTS
 
+    recipe = {"lookback": lookback,
+              "learning_rate": min(max(USER_DATA_DEFAULTS["learning_rate"], space.learning_rate[0]), space.learning_rate[1]),
+              "max_steps": min(space.max_steps, key=lambda steps: abs(steps - USER_DATA_DEFAULTS["max_steps"]))}
+    dropout = resolve_model_config(DEFAULT_MODEL)["dropout"]
+    default = {"d_model": None if None in space.d_model else space.d_model[0],
+               "dropout": min(max(dropout, space.dropout[0]), space.dropout[1])}
+    return [{"model": model, **recipe, **(default if model != "linear" else {})}
+            for model in ("linear", DEFAULT_MODEL) if model in space.trained]
+
+
+def sample(trial, space: AutoSpace, models: Sequence[str], lookbacks: Sequence[int]) -> Candidate:
+    """The trained candidate of an Optuna trial (the fixed rules are scored outside the sampler)."""
     model = trial.suggest_categorical("model", list(models))
-    if not model_spec(model).trained:
-        return Candidate(model, base_lookback)
     lookback = trial.suggest_categorical("lookback", list(lookbacks))
     settings = {"learning_rate": trial.suggest_float("learning_rate", *space.learning_rate, log=True),
                 "max_steps": trial.suggest_categorical("max_steps", list(space.max_steps))}

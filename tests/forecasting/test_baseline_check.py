@@ -62,3 +62,13 @@ def test_a_model_that_beats_the_rules_fits_without_a_warning():
 def test_fixed_rules_are_not_compared(etth1):
     rule = Forecaster("naive", horizon=12, lookback=48, trainer_kwargs=QUIET).fit(etth1)
     assert "baselines_validation_mase" not in rule.fit_result_
+
+
+def test_a_model_with_covariates_is_compared_too(etth1):
+    """The rules read no covariate, but score on the same windows, which carry them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BaselineWarning)
+        model = Forecaster("linear", horizon=12, lookback=48, max_steps=2, future_covariates=["HUFL"],
+                           trainer_kwargs=QUIET).fit(etth1)
+    rules = model.fit_result_["baselines_validation_mase"]
+    assert rules["naive"] == pytest.approx(naive_mase_by_hand(etth1[["OT"]], 12, season=24), rel=1e-5)

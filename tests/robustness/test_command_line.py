@@ -245,7 +245,7 @@ def test_a_worker_ended_by_the_groups_signal_before_this_process_saw_it_is_a_sto
     that, before this process runs its own handler (CI saw it inside Lightning's SIGTERM handler):
     that error is the stop (exit 143 / 130, the --resume message), not a failure with a traceback
     and a fit_failed.txt. Any other worker death stays an error."""
-    from damcha_ts.cli.fit import FAILED_MARKER, training_command
+    from damcha_ts.cli.run_folder import FAILED_MARKER, training_command
     from damcha_ts.errors import Stopped
 
     out = tmp_path / "run"

@@ -78,7 +78,7 @@ def test_a_study_kept_in_storage_continues_where_it_stopped(etth1, tmp_path):
     assert set(before.model) <= {"naive", "seasonal_naive", "linear"} and "linear" not in set(before[before.state == "COMPLETE"].model)
     second = auto(time_budget=60, search=SMALL, storage=storage).fit(etth1)
     after = second.leaderboard_.set_index("number")
-    # The earlier trials are kept, with their scores; the linear model the budget stopped runs now.
+    # The earlier trials are kept, with their scores; the linear model queued but not run then runs now.
     kept = before.set_index("number")
     pd.testing.assert_series_equal(after.loc[kept.index, "validation_mase"], kept.validation_mase)
     new = after.drop(index=kept.index)
@@ -106,14 +106,30 @@ def test_many_entities_with_a_future_covariate_are_searched_as_one_panel(etth1):
 @pytest.mark.parametrize("keywords, message", [
     ({"model": "itransformer_mha", "time_budget": 10}, "time_budget: only for model='auto'"),
     ({"model": "auto", "d_model": 64}, r"\['d_model'\] cannot be given to it"),
-    ({"model": "auto", "time_budget": 0}, "time_budget must be a positive number"),
+    ({"model": "auto", "time_budget": 0}, "time_budget must be a positive, finite number"),
+    ({"model": "auto", "time_budget": float("inf")}, "time_budget must be a positive, finite number"),
+    ({"model": "auto", "storage": ""}, "storage must be a SQLite file or an Optuna storage URL"),
     ({"model": "auto", "search": {"modles": ["naive"]}}, "modles"),
     ({"model": "auto", "search": {"models": ["naive", "nave"]}}, r"\['nave'\] are not models"),
     ({"model": "auto", "search": {"max_steps": [0]}}, "search.max_steps must hold positive integers"),
+    ({"model": "auto", "search": {"max_steps": []}}, "search.max_steps must be a non-empty list"),
+    ({"model": "auto", "search": {"learning_rate": [0, 1e-3]}}, r"search.learning_rate must be \[low, high\] with 0 < low"),
+    ({"model": "auto", "search": {"learning_rate": 1e-3}}, "search.learning_rate must be a non-empty list"),
+    ({"model": "auto", "search": {"dropout": [0.1, 1.5]}}, "high < 1"),
+    ({"model": "auto", "search": {"lookback_multiples": ["x"]}}, "lookback_multiples must hold positive numbers"),
+    ({"model": "auto", "search": {"d_model": [64, "wide"]}}, "search.d_model must hold positive integers or null"),
 ])
 def test_search_settings_are_checked_when_the_forecaster_is_made(keywords, message):
     with pytest.raises(ConfigError, match=message):
         Forecaster(horizon=H, **keywords)
+
+
+def test_a_search_file_reads_yaml_numbers_as_numbers(tmp_path):
+    """YAML 1.1 reads 1e-4 as text; the space takes it as the number it is."""
+    search = tmp_path / "search.yaml"
+    search.write_text("learning_rate: [1e-4, 1e-3]\nmodels: [naive, linear]\n")
+    space = Forecaster("auto", horizon=H, search=search)._search.space
+    assert space.learning_rate == (1e-4, 1e-3) and space.models == ("naive", "linear")
 
 
 def test_the_command_line_searches_prints_the_table_and_writes_a_model_that_predicts(data_root, tmp_path):
