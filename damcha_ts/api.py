@@ -41,7 +41,8 @@ from damcha_ts.forecasting.window_scores import calibrate, refuse_empty_test_spl
 from damcha_ts.plotting import plot_prediction
 from damcha_ts.schema import DEFAULT_MODEL
 from damcha_ts.training.config import TrainingConfig, load_run_config
-from damcha_ts.tuning.auto import leaderboard, search_of
+from damcha_ts.tuning.auto import search_of
+from damcha_ts.tuning.auto_trials import leaderboard
 
 # The training defaults live in TrainingConfig alone, the lookback and horizon in ProtocolOptions;
 # the constructor's come from there.
@@ -57,8 +58,8 @@ class Forecaster:
     """A forecasting model with scikit-learn-style ``fit`` / ``predict``.
 
     Args:
-        model: ``"auto"`` (the candidate best on validation within ``time_budget``; ``leaderboard_``
-            says what it tried), or one of ``itransformer_mha``, ``itransformer_damcha`` (the paper's DAMCHA),
+        model: ``"auto"`` (the candidate best on validation within ``time_budget``, its lookback
+            searched too; ``leaderboard_`` says what it tried), or one of ``itransformer_mha``, ``itransformer_damcha`` (the paper's DAMCHA),
             ``gateformer_mha``, ``gateformer_damcha``, a variant such as ``itransformer_damcha_static``
             (DAMCHA with the static metric, the best DAMCHA-iTransformer of the leaderboard; see
             ``damcha_ts.models.registry.VARIANTS``), or a bare family name with explicit attention keys.
@@ -83,8 +84,8 @@ class Forecaster:
             the horizon too (calendars, prices, promotions; ``predict(future=frame)`` gives them).
         static_covariates: per-entity constants (a store's size), for many-entity data: ``fit(table,
             entity_col="store")``; one more token, z-scored over the entities.
-        time_budget, search, storage: ``model="auto"``'s seconds (default 300), space (``AutoSpace``'s keys)
-            and Optuna storage (a study kept there is continued): :mod:`damcha_ts.tuning.auto`.
+        time_budget, search, storage, workers: ``model="auto"``'s seconds (default 300), space (``AutoSpace``'s
+            keys), Optuna storage (a study kept there is continued) and processes: :mod:`damcha_ts.tuning.auto`.
         data_settings: the data section ``fit`` starts from (a dataset and its options: what
             :meth:`from_config` and :meth:`load` give), or None.
         **model_hyperparameters: model config keys (``d_model``, ``e_layers``, ``n_heads``,
@@ -110,7 +111,8 @@ class Forecaster:
                  verbose: bool = False, nonnegative: bool = False, past_covariates: Sequence[str] | None = None,
                  future_covariates: Sequence[str] | None = None, static_covariates: Sequence[str] | None = None,
                  data_settings: Mapping[str, Any] | None = None, time_budget: float | None = None,
-                 search: Any = None, storage: str | Path | None = None, **model_hyperparameters: Any):
+                 search: Any = None, storage: str | Path | None = None, workers: int | None = None,
+                 **model_hyperparameters: Any):
         # The parameters as given (get_params returns these very objects, as sklearn.base.clone checks).
         self._params = {key: value for key, value in locals().items() if key not in ("self", "model_hyperparameters")}
         self._params.update(model_hyperparameters)
@@ -123,7 +125,8 @@ class Forecaster:
             DEFAULT_MODEL if model == "auto" else model, horizon, lookback, random_state=random_state, quantiles=quantiles,
             nonnegative=nonnegative, trainer_kwargs=trainer_kwargs, verbose=verbose, **given)
         # model="auto": a search over candidates (tuning/auto.py); the estimator then holds what they share.
-        self._search = search_of(model, self._estimator, time_budget=time_budget, search=search, storage=storage, given=given)
+        self._search = search_of(model, self._estimator, time_budget=time_budget, search=search, storage=storage,
+                                 workers=workers, given=given)
         self.training, self.verbose = self._estimator.training, self._estimator.verbose
         self.nonnegative, self.trainer_kwargs = self._estimator.nonnegative, dict(self._estimator.trainer_kwargs)
         self.horizon, self.lookback, self.freq, self.random_state = int(horizon), int(lookback), freq, random_state

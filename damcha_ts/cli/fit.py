@@ -82,7 +82,8 @@ def register(subparsers) -> None:
                         help="seconds the search and the final fit may take (default 300)")
     search.add_argument("--search", metavar="FILE", help="YAML file narrowing or widening the space (AutoSpace keys)")
     search.add_argument("--storage", help="SQLite file or Optuna storage URL keeping the study: the same command continues it")
-    search.add_argument("--seed", type=int, help="the search's and every candidate's seed (default 0)")
+    search.add_argument("--seed", type=int, help="the search's and every candidate's seed (default: Forecaster's)")
+    search.add_argument("--workers", type=int, metavar="K", help="processes running trials of the one study (default 1)")
     parser.add_argument("--out", required=True, help="output directory")
     add_resume_argument(parser)
     parser.add_argument("--overwrite", action="store_true",
@@ -238,7 +239,8 @@ def run(args: argparse.Namespace) -> int:
     if args.model == "auto":
         return run_auto(args)
     given = [flag for flag, value in (("--time-budget", args.time_budget), ("--search", args.search),
-                                      ("--storage", args.storage), ("--seed", args.seed)) if value is not None]
+                                      ("--storage", args.storage), ("--seed", args.seed), ("--workers", args.workers))
+             if value is not None]
     if given:
         raise ConfigError(f"{', '.join(given)}: only with --model auto")
     config, series = resolve_cli_config(args)

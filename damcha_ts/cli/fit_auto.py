@@ -36,7 +36,7 @@ def run_auto(args: argparse.Namespace) -> int:
     seed = {} if args.seed is None else {"random_state": args.seed}  # else Forecaster's default seed
     forecaster = Forecaster(
         "auto", horizon=args.horizon or ProtocolOptions.pred_len, time_budget=args.time_budget, search=args.search,
-        storage=args.storage, trainer_kwargs={**trainer_kwargs(args), **scale_out_settings(args)},
+        storage=args.storage, workers=args.workers, trainer_kwargs={**trainer_kwargs(args), **scale_out_settings(args)},
         past_covariates=args.past_covariates, future_covariates=args.future_covariates,
         static_covariates=args.static_covariates, **seed)
     sizes = {key: getattr(args, key) for key in ("val_size", "test_size") if getattr(args, key) is not None}

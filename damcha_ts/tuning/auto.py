@@ -37,7 +37,9 @@ import hashlib
 import json
 import math
 import numbers
+import os
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -47,10 +49,17 @@ from typing import Any
 
 import numpy as np
 
-from damcha_ts.data.registry import DataWarning
 from damcha_ts.data.time_index import season_length_of
-from damcha_ts.errors import BudgetWarning, ConfigError, ConvergenceWarning, DataError, plain_repr
+from damcha_ts.errors import BudgetWarning, ConfigError, DataError, plain_repr
 from damcha_ts.tuning.auto_space import FIXED_RULES, AutoSpace, Candidate, first_candidates, is_trained, sample
+from damcha_ts.tuning.auto_trials import (
+    pruning_callback,
+    quiet_search,
+    start_workers,
+    stop_when_spent,
+    summarize,
+    wait_for,
+)
 
 #: Seconds a search may take when ``time_budget`` is not given.
 DEFAULT_TIME_BUDGET = 300.0
@@ -64,33 +73,13 @@ MIN_TRIAL_SECONDS = 5.0
 INNER_VAL_FRACTION = 0.1
 
 
-class _Pruning:
-    """Reports each inner validation loss to the trial (at the optimiser step) and stops training,
-    gracefully, when Optuna's pruner says so; the objective then records the trial as PRUNED."""
-
-    def __new__(cls, trial):
-        import lightning as L
-
-        class Pruning(L.Callback):
-            pruned_at: int | None = None
-
-            def on_validation_end(self, trainer, pl_module) -> None:
-                loss = trainer.callback_metrics.get("val_loss")
-                if trainer.sanity_checking or loss is None or not math.isfinite(float(loss)):
-                    return
-                trial.report(float(loss), step=int(trainer.global_step))
-                if trial.should_prune():
-                    self.pruned_at, trainer.should_stop = int(trainer.global_step), True
-
-        return Pruning()
-
-
-def search_of(model: str, base, *, time_budget: Any, search: Any, storage: Any, given: Mapping[str, Any]) -> AutoSearch | None:
+def search_of(model: str, base, *, time_budget: Any, search: Any, storage: Any, workers: Any,
+              given: Mapping[str, Any]) -> AutoSearch | None:
     """The search of ``Forecaster(model="auto", ...)``, or None for another model; ConfigError for search
     settings without ``"auto"``, or model and training keys ``given`` (not None) with it.
     ``base``: the Forecaster's Estimator (horizon, seed, quantiles, value policy, trainer arguments)."""
-    settings = [name for name, value in (("time_budget", time_budget), ("search", search), ("storage", storage))
-                if value is not None]
+    settings = [name for name, value in (("time_budget", time_budget), ("search", search), ("storage", storage),
+                                         ("workers", workers)) if value is not None]
     if model != "auto":
         if settings:
             raise ConfigError(f"{', '.join(settings)}: only for model='auto' (the search over models), not {model!r}")
@@ -99,20 +88,24 @@ def search_of(model: str, base, *, time_budget: Any, search: Any, storage: Any, 
     if fixed:
         raise ConfigError(f"model='auto' searches the model and its training; {fixed} cannot be given to it "
                           "(narrow or widen the search with search={...}, docs/forecasting.md)")
-    return AutoSearch(base, DEFAULT_TIME_BUDGET if time_budget is None else time_budget, search=search, storage=storage)
+    return AutoSearch(base, DEFAULT_TIME_BUDGET if time_budget is None else time_budget, search=search, storage=storage,
+                      workers=1 if workers is None else workers)
 
 
 class AutoSearch:
     """The search behind ``Forecaster("auto")``: :meth:`fit_data` returns the chosen candidate's Predictor."""
 
     def __init__(self, base, time_budget: float, *, search: Any = None, storage: str | Path | None = None,
-                 study_name: str | None = None, season_length: int | None = None):
+                 workers: int = 1, study_name: str | None = None, season_length: int | None = None):
         if not (isinstance(time_budget, numbers.Real) and not isinstance(time_budget, bool)
                 and math.isfinite(time_budget) and time_budget > 0):
             raise ConfigError(f"time_budget must be a positive, finite number of seconds, got {plain_repr(time_budget)}")
         if storage is not None and not (isinstance(storage, (str, Path)) and str(storage).strip()):
             raise ConfigError(f"storage must be a SQLite file or an Optuna storage URL, got {plain_repr(storage)}")
+        if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+            raise ConfigError(f"workers must be a positive integer (processes running trials), got {plain_repr(workers)}")
         self.base, self.horizon, self.time_budget = base, int(base.model_config["pred_len"]), float(time_budget)
+        self.workers = int(workers)
         self.space, self.storage, self.study_name = AutoSpace.of(search), storage, study_name
         self.season_length, self.verbose = season_length, base.verbose
 
@@ -121,8 +114,17 @@ class AutoSearch:
         """The Predictor of the best candidate for ``data``, prepared with ``options`` (``prepare``'s, the
         user's split among them); its ``fit_record.facts["auto"]`` tell the search. The chosen trained
         candidate is always refitted (``refit`` is the Estimator's keyword, accepted and unused)."""
-        import optuna
+        first, run = self.setup(data, options, self.time_budget)
+        study = self.study(first, run)
+        with quiet_search():
+            self._score_rules(study, run)
+            helpers = start_workers(self, data, options, study.study_name, run) if self.workers > 1 else []
+            self.optimize(study, run)
+            wait_for(helpers, run.deadline)
+        return self._final_fit(study, run, data, options)
 
+    def setup(self, data: Any, options: Mapping[str, Any], seconds: float) -> tuple[Any, _Run]:
+        """(the data's Panel at the shortest lookback, the search's :class:`_Run` ending ``seconds`` from now)."""
         from damcha_ts.data import prepare
 
         start = time.monotonic()
@@ -138,18 +140,9 @@ class AutoSearch:
         # The benchmark's rule, max(2H, season), or the nearest lookback of the space: the fixed rules' and the first trials'.
         base_lookback = min(lookbacks, key=lambda lookback: (abs(lookback - max(2 * self.horizon, season)), lookback))
         models = self._models()
-        run = _Run(panel_for, season, inner_rows, lookbacks, base_lookback, [m for m in models if not is_trained(m)],
-                   [m for m in models if is_trained(m)], start, start + self.time_budget)
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = self._study(first, run)
-        with warnings.catch_warnings():
-            # A short trial still improving, or an inner tail of few windows, is the search's business, not the user's.
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            warnings.simplefilter("ignore", DataWarning)
-            warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-            self._score_rules(study, run)
-            self._optimize(study, run)
-        return self._final_fit(study, run, data, options)
+        return first, _Run(panel_for, season, inner_rows, lookbacks, base_lookback,
+                           [m for m in models if not is_trained(m)], [m for m in models if is_trained(m)],
+                           start, start + seconds)
 
     def _score_rules(self, study, run: _Run) -> None:
         """Score every fixed rule the study has not (outside the sampler: a rule has no settings to draw)."""
@@ -171,8 +164,9 @@ class AutoSearch:
                 value=value, state=state, user_attrs=attrs))
             self._say(f"{rule}: " + (f"validation MASE {value:.4f}" if value is not None else f"failed: {attrs['reason']}"))
 
-    def _optimize(self, study, run: _Run) -> None:
-        """Trained trials while the budget lasts: the linear model and the default first, then TPE's."""
+    def optimize(self, study, run: _Run, *, first: bool = True) -> None:
+        """Trained trials while the budget lasts: the linear model and the default first (``first``: queue
+        them, as the search's own process does), then TPE's."""
         import optuna
 
         if not run.trained:
@@ -185,6 +179,7 @@ class AutoSearch:
         def objective(trial) -> float:
             candidate = sample(trial, self.space, run.trained, run.lookbacks)
             trial.set_user_attr("candidate", candidate.key)
+            trial.set_user_attr("worker", os.getpid())
             if candidate.key in outcomes:
                 repeats[0] += 1
                 if repeats[0] >= MAX_REPEATS:  # a small space, searched through
@@ -213,11 +208,11 @@ class AutoSearch:
             outcomes[candidate.key] = (value, None)
             return value
 
-        for params in first_candidates(self.space, run.base_lookback):
+        for params in first_candidates(self.space, run.base_lookback) if first else ():
             study.enqueue_trial(params, skip_if_exists=True)
         if time.monotonic() + MIN_TRIAL_SECONDS < run.deadline:
             study.optimize(objective, n_trials=self.space.max_trials, timeout=run.deadline - time.monotonic(),
-                           callbacks=[_stop_when_spent(run.deadline, lambda: self._final_reserve(study))],
+                           callbacks=[stop_when_spent(run.deadline, lambda: self._final_reserve(study), MIN_TRIAL_SECONDS)],
                            catch=(ConfigError, DataError))
         run.search_seconds = time.monotonic() - run.start
 
@@ -225,7 +220,7 @@ class AutoSearch:
         """The best candidate fitted on the data's own split (refitted when trained), with the search's facts."""
         from damcha_ts.forecasting.estimator import input_description
 
-        summary = self._summary(study)
+        summary = summarize(study)
         completed = [row for row in summary if row["state"] == "COMPLETE" and row["validation_mase"] is not None]
         if not completed:
             raise ConfigError(f"auto: no candidate could be scored on the validation rows within time_budget="
@@ -283,7 +278,7 @@ class AutoSearch:
         TrialPruned when the pruner stopped it; records seconds and the kept step on the trial."""
         import optuna
 
-        pruning = _Pruning(trial)
+        pruning = pruning_callback(trial)
         trainer_kwargs = {**self.base.trainer_kwargs, "max_time": {"seconds": max(allowed, 1.0)},
                           "callbacks": [*self.base.trainer_kwargs.get("callbacks", ()), pruning]}
         value, seconds = self._score(candidate, panel, season, trainer_kwargs)
@@ -312,11 +307,15 @@ class AutoSearch:
             raise ConfigError(f"search.models {list(self.space.models)}: none forecasts quantiles")
         return models
 
-    def _study(self, panel, run: _Run):
+    def study(self, panel, run: _Run, worker: int = 0):
         """The study, in ``storage`` when given (continued when it holds this one); its sampler seeded
-        from ``random_state`` and the trials it holds, its pruner waiting for three trained trials."""
+        from ``random_state``, the trials it holds and the ``worker`` (each helper process draws its
+        own), its pruner waiting for three trained trials."""
         import optuna
 
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        if self.storage is None and self.workers > 1:  # helper processes share the study through a file
+            self.storage = Path(tempfile.mkdtemp(prefix="damcha_ts_auto_")) / "study.db"
         storage = None
         if self.storage is not None:
             from damcha_ts.workqueue.storage import open_storage, resolve_storage_url
@@ -331,10 +330,10 @@ class AutoSearch:
                 existing = len(optuna.load_study(study_name=name, storage=storage).trials)
         if existing:
             self._say(f"continuing study {name}: {existing} trials so far")
-        seed = int(np.random.SeedSequence([self.base.training.seed, existing]).generate_state(1)[0])
+        seed = int(np.random.SeedSequence([self.base.training.seed, existing, worker]).generate_state(1)[0])
         return optuna.create_study(
             study_name=name, storage=storage, load_if_exists=True, direction="minimize",
-            sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=4),
+            sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, constant_liar=self.workers > 1),
             pruner=optuna.pruners.MedianPruner(n_startup_trials=0, n_warmup_steps=100, n_min_trials=3))
 
     def _fingerprint(self, panel, run: _Run) -> str:
@@ -366,21 +365,6 @@ class AutoSearch:
             return 0.0
         return FINAL_FIT_FACTOR * float(best.user_attrs.get("seconds") or 0.0)
 
-    def _summary(self, study) -> list[dict]:
-        """Every trial: its candidate, validation MASE, seconds and state, best first."""
-        rows = []
-        for trial in study.get_trials(deepcopy=False):
-            if "candidate" not in trial.user_attrs:
-                continue
-            candidate = json.loads(trial.user_attrs["candidate"])
-            model, lookback = candidate.pop("model"), candidate.pop("lookback")
-            value = trial.value if trial.state.name == "COMPLETE" else None
-            rows.append({"number": trial.number, "model": model, "lookback": lookback, "settings": candidate,
-                         "validation_mase": _finite(value), "seconds": _finite(trial.user_attrs.get("seconds")),
-                         "state": trial.state.name,
-                         **({"reason": trial.user_attrs["reason"]} if "reason" in trial.user_attrs else {})})
-        return sorted(rows, key=lambda row: (row["validation_mase"] is None, row["validation_mase"] or 0.0, row["number"]))
-
     def _say(self, message: str) -> None:
         if self.verbose or sys.stderr.isatty():
             print(f"[auto] {message}", file=sys.stderr, flush=True)
@@ -407,24 +391,3 @@ class _Run:
         if lookback not in self.search_panels:
             self.search_panels[lookback] = self.panel_for(lookback).selection_split(self.inner_rows)
         return self.search_panels[lookback]
-
-
-def leaderboard(facts: Mapping[str, Any]):
-    """The search's trials as a DataFrame, best first (``Forecaster.leaderboard_``)."""
-    import pandas as pd
-
-    rows = [{**{k: v for k, v in row.items() if k != "settings"}, **row.get("settings", {})}
-            for row in facts["auto"]["trials"]]
-    return pd.DataFrame(rows)
-
-
-def _stop_when_spent(deadline: float, reserve: Callable[[], float]):
-    def callback(study, trial) -> None:
-        if time.monotonic() + reserve() + MIN_TRIAL_SECONDS > deadline:
-            study.stop()
-    return callback
-
-
-def _finite(value: Any) -> float | None:
-    return float(value) if value is not None and math.isfinite(float(value)) else None
-

@@ -150,3 +150,16 @@ def test_the_command_line_searches_prints_the_table_and_writes_a_model_that_pred
     assert Forecaster.load(out / "model").predict().shape == (H, 2)
     again = run_cli(["fit", "--data", data, "--model", "itransformer_mha", "--time-budget", "60", "--out", tmp_path / "x"])
     assert again.code != 0 and "--time-budget: only with --model auto" in again.stderr
+
+
+def test_workers_run_trials_in_helper_processes_on_one_study(etth1):
+    """workers=2: a spawned helper process draws and trains candidates in the same study as this one
+    (a temporary SQLite file when no storage is given); the table says which process ran each."""
+    forecaster = auto(time_budget=120, workers=2,
+                      search={"models": ["naive", "linear"], "lookbacks": [24], "max_steps": [40], "max_trials": 2})
+    forecaster.fit(etth1)
+    board = forecaster.leaderboard_
+    trained = board[board.model == "linear"]
+    assert (trained.state == "COMPLETE").all() and len(trained) == 4  # two per process
+    assert trained.worker.nunique() == 2
+    assert forecaster.predict().shape == (H, 2)
