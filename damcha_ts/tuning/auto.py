@@ -38,6 +38,7 @@ import json
 import math
 import numbers
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -116,12 +117,16 @@ class AutoSearch:
         candidate is always refitted (``refit`` is the Estimator's keyword, accepted and unused)."""
         first, run = self.setup(data, options, self.time_budget)
         study = self.study(first, run)
-        with quiet_search():
-            self._score_rules(study, run)
-            helpers = start_workers(self, data, options, study.study_name, run) if self.workers > 1 else []
-            self.optimize(study, run)
-            wait_for(helpers, run.deadline)
-        return self._final_fit(study, run, data, options)
+        try:
+            with quiet_search():
+                self._score_rules(study, run)
+                helpers = start_workers(self, data, options, study.study_name, run) if self.workers > 1 else []
+                self.optimize(study, run)
+                wait_for(helpers, run.deadline)
+            return self._final_fit(study, run, data, options)
+        finally:
+            if run.storage is not None and self.storage is None:  # the helpers' scratch study
+                shutil.rmtree(Path(run.storage).parent, ignore_errors=True)
 
     def setup(self, data: Any, options: Mapping[str, Any], seconds: float) -> tuple[Any, _Run]:
         """(the data's Panel at the shortest lookback, the search's :class:`_Run` ending ``seconds`` from now)."""
@@ -314,14 +319,15 @@ class AutoSearch:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        if self.storage is None and self.workers > 1:  # helper processes share the study through a file
-            self.storage = Path(tempfile.mkdtemp(prefix="damcha_ts_auto_")) / "study.db"
+        run.storage = self.storage
+        if run.storage is None and self.workers > 1:  # helper processes share this fit's study through a file
+            run.storage = Path(tempfile.mkdtemp(prefix="damcha_ts_auto_")) / "study.db"
         storage = None
-        if self.storage is not None:
+        if run.storage is not None:
             from damcha_ts.workqueue.storage import open_storage, resolve_storage_url
 
             # A trial whose process was killed is failed once its heartbeat is 3 minutes old, and queued again once.
-            storage = open_storage(resolve_storage_url(self.storage, Path.cwd()), heartbeat_interval=60,
+            storage = open_storage(resolve_storage_url(run.storage, Path.cwd()), heartbeat_interval=60,
                                    grace_period=180, max_retry=1)
         name = self.study_name or f"auto-{self._fingerprint(panel, run)}"
         existing = 0
@@ -384,6 +390,7 @@ class _Run:
     start: float  # time.monotonic() at the start of the fit
     deadline: float
     search_seconds: float = 0.0
+    storage: str | Path | None = None  # where the study lives (storage=, a scratch file for workers, or memory)
     search_panels: dict[int, Any] = dataclasses.field(default_factory=dict)
 
     def search_panel(self, lookback: int):

@@ -64,7 +64,7 @@ def start_workers(search, data: Any, options: Mapping[str, Any], study_name: str
     share of the cores. The data travels to them pickled, in memory; nothing is read back from disk."""
     from damcha_ts.training.devices import threads_per_worker
 
-    payload = {"search": search, "data": data, "options": dict(options), "study_name": study_name,
+    payload = {"search": search, "data": data, "options": dict(options), "study_name": study_name, "storage": run.storage,
                "seconds": run.deadline - time.monotonic(), "threads": threads_per_worker(search.workers)}
     try:
         pickle.dumps(payload)
@@ -85,7 +85,7 @@ def _work(payload: dict, index: int) -> None:
 
     torch.set_num_threads(payload["threads"])
     search = payload["search"]
-    search.study_name, search.verbose = payload["study_name"], False
+    search.study_name, search.storage, search.verbose = payload["study_name"], payload["storage"], False
     first, run = search.setup(payload["data"], payload["options"], payload["seconds"])
     with quiet_search():
         search.optimize(search.study(first, run, worker=index), run, first=False)
