@@ -4,6 +4,7 @@
     damcha-ts fit --config my.yaml --set training.max_epochs=3 --set model.d_model=128 --out runs/x
     damcha-ts fit --data ETTh1 --model itransformer_damcha --horizon 96 --out runs/y
     damcha-ts fit --data my.csv --model gateformer_mha --horizon 24 --lookback 168 --out runs/z
+    damcha-ts fit --data my.csv --model auto --time-budget 300 --horizon 24 --out runs/auto   # the best on validation
     damcha-ts fit --config itransformer_mha/traffic --devices 4 --strategy ddp --out runs/traffic  # multi-GPU
     damcha-ts fit --config ... --trainer limit_train_batches=20 --out runs/smoke   # any Trainer argument
 
@@ -63,7 +64,8 @@ def register(subparsers) -> None:
     source.add_argument("--data", help="benchmark name or CSV path (without --config)")
     source.add_argument("--model", help=f"with --data: itransformer_mha, itransformer_damcha, gateformer_mha, "
                         "gateformer_damcha, a variant such as itransformer_damcha_static, or a baseline: naive, "
-                        f"seasonal_naive, window_mean, drift, linear (default: {DEFAULT_MODEL}, as Forecaster's)")
+                        f"seasonal_naive, window_mean, drift, linear, or auto: the search over all of them within "
+                        f"--time-budget (default: {DEFAULT_MODEL}, as Forecaster's)")
     source.add_argument("--horizon", "--pred-len", dest="horizon", type=int,
                         help="forecast horizon H (picks per-horizon config sections)")
     source.add_argument("--lookback", "--seq-len", dest="lookback", type=int,
