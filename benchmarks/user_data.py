@@ -459,6 +459,49 @@ def report_tables(cells: pd.DataFrame, config: dict, ours: tuple[str, ...] = ("d
 
 
 PEERS = ("Naive", "SeasonalNaive", "AutoETS", "NHITS", "TSMixer", "iTransformer", "PatchTST", "PatchTST_5000")
+AUTO = "damcha_ts_auto"
+
+
+def auto_section(config: dict, cells: pd.DataFrame) -> list[str]:
+    """Issue 35: what Forecaster("auto") chose per dataset and why, its targets against the peers, and its
+    test MASE against its best baseline on validation (never worse by more than its validation-to-test gap)."""
+    records = {d["name"]: json.loads(path.read_text()) for d in config["datasets"]
+               if (path := cell_path(d["name"], AUTO)).exists() and "error" not in json.loads(path.read_text())}
+    if not records:
+        return []
+    lines = ["", f"## {AUTO}: what the search chose (issue 35)", "",
+             "`Forecaster(\"auto\", horizon=H, time_budget=300, random_state=0)`, fitted as the defaults are (`test_size=0`): "
+             "candidates train on the rows before the validation tail and are scored by MASE on it (season from the "
+             "frequency, so for co2 and sunspots, whose frequency's season is 1, validation MASE is on another scale "
+             "than the table's); the chosen one is refitted on all training rows. Gap: test MASE minus validation "
+             "MASE of the chosen candidate. Best baseline: the fixed rule best on validation, fitted and scored on "
+             "the test windows the same way.", "",
+             "| dataset | chosen | lookback | trials (complete / pruned / failed) | search s | final fit s | validation MASE | "
+             "test MASE | gap | best baseline | its validation MASE | its test MASE | test: auto − baseline | within the gap |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
+    for name, record in records.items():
+        search, baseline = record["details"]["fit_result"]["auto"], record["details"].get("best_baseline", {})
+        chosen, trials = search["chosen"], search["trials"]
+        states = [sum(t["state"] == state for t in trials) for state in ("COMPLETE", "PRUNED", "FAIL")]
+        gap = record["mase"] - chosen["validation_mase"]
+        worse = record["mase"] - baseline.get("mase", np.nan)
+        lines.append(f"| {name} | {chosen['model']} | {chosen['lookback']} | {' / '.join(map(str, states))} | "
+                     f"{search['search_seconds']:.0f} | {search['final_fit_seconds']:.0f} | {chosen['validation_mase']:.3f} | "
+                     f"{record['mase']:.3f} | {gap:+.3f} | {baseline.get('model', '–')} | "
+                     f"{baseline.get('validation_mase', np.nan):.3f} | {baseline.get('mase', np.nan):.3f} | {worse:+.3f} | "
+                     f"{'yes' if worse <= abs(gap) else '**no**'} |")
+    mase = cells.pivot(index="dataset", columns="model", values="mase")
+    peers = [m for m in PEERS if m in mase and m != "PatchTST_5000"]
+    ratios = {d: mase.loc[d, AUTO] / mase.loc[d, peers].min() for d in records}
+    full = [m["name"] for m in config["models"] if m["name"] in mase and not m.get("datasets")]
+    means = {m: geometric_mean(mase.loc[list(records), m]) for m in full if mase.loc[list(records), m].notna().all()}
+    best = min(means, key=means.get)
+    lines += ["", f"Targets: MASE ≤ 1.05 × the best peer on every dataset: "
+              + ", ".join(f"{d} {r:.2f}" for d, r in ratios.items())
+              + f" ({sum(r <= 1.05 for r in ratios.values())} of {len(ratios)} hold). Best geometric-mean MASE over these "
+              f"{len(records)} datasets, among the models run on all of them: {best} {means[best]:.3f} (then "
+              + ", ".join(f"{m} {v:.3f}" for m, v in sorted(means.items(), key=lambda kv: kv[1]) if m != best) + ")."]
+    return lines
 
 
 def plot(cells: pd.DataFrame, config: dict) -> None:
@@ -512,7 +555,9 @@ def notes(config: dict) -> list[str]:
               "(issue 34's user-data recipe and default model gateformer_damcha_gated). "
               "Future covariates (elecdemand's Temperature) go to our models (`future_covariates=`) and to the "
               "neuralforecast models that take them (NHITS, iTransformer: `futr_exog_list`); the others forecast "
-              "without; damcha_ts_defaults_no_covariate is the defaults without the column."]
+              "without; damcha_ts_defaults_no_covariate is the defaults without the column. damcha_ts_auto is "
+              "`Forecaster(\"auto\", horizon=H, time_budget=300, random_state=0)` (issue 35): it searches the lookback "
+              "too (the table's is not used), and its seconds include the search (see its section at the end)."]
     cell = next(iter(sorted(RESULTS.glob("*.json"))), None)
     if cell:
         env = json.loads(cell.read_text())["environment"]
@@ -540,7 +585,8 @@ def report() -> None:
     defaults = tuple(m["name"] for m in config["models"] if m["kind"] == "damcha_ts"
                      and not (m.get("model") or m.get("options") or m.get("fit_options") or m.get("datasets")
                               or m.get("ignore_covariates")))
-    REPORT.write_text("\n".join(header) + "\n" + report_tables(cells, config, defaults))
+    REPORT.write_text("\n".join(header) + "\n" + report_tables(cells, config, (*defaults, AUTO))
+                      + "\n".join(auto_section(config, cells)) + "\n")
     plot(cells, config)
     log(f"wrote {REPORT} and {FIGURE}")
 
