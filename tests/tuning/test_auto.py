@@ -163,3 +163,16 @@ def test_workers_run_trials_in_helper_processes_on_one_study(etth1):
     assert (trained.state == "COMPLETE").all() and len(trained) == 4  # two per process
     assert trained.worker.nunique() == 2
     assert forecaster.predict().shape == (H, 2)
+
+
+def test_a_trial_the_budget_stops_before_it_starts_is_queued_again_for_the_next_fit(etth1, tmp_path):
+    """12 s left: a trained trial would get 12 / (1 + 3) = 3 s, less than the 5 s a trial needs; it is
+    recorded as PRUNED with the reason and its parameters queued, so a study continued runs it first."""
+    search = auto(search=SMALL, storage=tmp_path / "auto.db")._search
+    first, run = search.setup(etth1, {}, 12.0)
+    study = search.study(first, run)
+    search.optimize(study, run)
+    stopped, queued = study.get_trials()
+    assert stopped.state.name == "PRUNED" and stopped.user_attrs["reason"] == "time budget spent"
+    assert queued.state.name == "WAITING" and stopped.params["model"] == "linear"
+    assert queued.system_attrs["fixed_params"] == stopped.params  # what Optuna's next trial will take
