@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import shutil
 from pathlib import Path
 
 from damcha_ts.cli.arguments import csv_options, scale_out_settings, trainer_kwargs
@@ -15,6 +17,7 @@ from damcha_ts.errors import ConfigError, Stopped
 from damcha_ts.files import write_atomically
 
 AUTO_RUN = "auto"  # what fit_failed.txt names for a failed --model auto run
+AUTO_OUTPUTS = ("metrics.json", "auto_trials.csv", "model")  # metrics.json first: a run without it is unfinished
 
 
 def run_auto(args: argparse.Namespace) -> int:
@@ -49,7 +52,7 @@ def run_auto(args: argparse.Namespace) -> int:
                 else "nothing was kept (give --storage to keep the study)")
         raise Stopped(stop.signum, f"fit --model auto: stopped by a signal; {kept}") from None
     if args.json:
-        print(json.dumps(result, default=str))
+        print(json.dumps(result, default=str, allow_nan=False))
         return 0
     columns = ["number", "model", "lookback", "validation_mase", "seconds", "state"]
     print(forecaster.leaderboard_[columns].head(10).to_string(index=False))
@@ -65,9 +68,16 @@ def _write_auto_run(forecaster, out_dir: Path) -> dict:
     test = forecaster.evaluate() if forecaster.predictor_.fit_record.panel.window_count("test") else {}
     search = forecaster.fit_result_["auto"]
     out_dir.mkdir(parents=True, exist_ok=True)
+    for name in AUTO_OUTPUTS:  # --overwrite: nothing of the run replaced may stay beside the new one
+        if (out_dir / name).is_dir():
+            shutil.rmtree(out_dir / name)
+        else:
+            (out_dir / name).unlink(missing_ok=True)
     forecaster.save(out_dir / "model")
     write_atomically(out_dir / "auto_trials.csv", forecaster.leaderboard_.to_csv(index=False))
+    # A score that is not finite (a constant series has no MASE scale) is null: strict JSON has no NaN.
     result = {"model": "auto", "chosen": search["chosen"], "seconds": search["seconds"], "trials": len(search["trials"]),
-              **{f"test_{key}": value for key, value in test.items() if isinstance(value, (int, float))}}
-    write_atomically(out_dir / "metrics.json", json.dumps(result, indent=1, default=str) + "\n")
+              **{f"test_{key}": value if math.isfinite(value) else None for key, value in test.items()
+                 if isinstance(value, (int, float))}}
+    write_atomically(out_dir / "metrics.json", json.dumps(result, indent=1, default=str, allow_nan=False) + "\n")
     return result

@@ -52,11 +52,13 @@ import numpy as np
 
 from damcha_ts.data.time_index import season_length_of
 from damcha_ts.errors import BudgetWarning, ConfigError, DataError, plain_repr
-from damcha_ts.tuning.auto_space import FIXED_RULES, AutoSpace, Candidate, first_candidates, is_trained, sample
+from damcha_ts.tuning.auto_space import AutoSpace, Candidate, first_candidates, is_trained, sample
 from damcha_ts.tuning.auto_trials import (
     pruning_callback,
     quiet_search,
+    share_cores,
     start_workers,
+    stop,
     stop_when_spent,
     summarize,
     wait_for,
@@ -68,6 +70,8 @@ DEFAULT_TIME_BUDGET = 300.0
 FINAL_FIT_FACTOR = 3.0
 #: The search ends after this many trials in a row drew a candidate already scored.
 MAX_REPEATS = 20
+#: The study's user attribute holding the fixed rules' scores (they are not trials: nothing to sample).
+RULES_ATTR = "rules"
 #: A trained trial is not started with less time than this left.
 MIN_TRIAL_SECONDS = 5.0
 #: The candidates' inner validation tail: this fraction of their train rows, at least one horizon.
@@ -116,15 +120,18 @@ class AutoSearch:
         user's split among them); its ``fit_record.facts["auto"]`` tell the search. The chosen trained
         candidate is always refitted (``refit`` is the Estimator's keyword, accepted and unused)."""
         first, run = self.setup(data, options, self.time_budget)
-        study = self.study(first, run)
+        study, helpers = self.study(first, run), []
         try:
             with quiet_search():
                 self._score_rules(study, run)
-                helpers = start_workers(self, data, options, study.study_name, run) if self.workers > 1 else []
-                self.optimize(study, run)
+                if self.workers > 1:
+                    helpers = start_workers(self, data, options, study.study_name, run, MIN_TRIAL_SECONDS * (1 + FINAL_FIT_FACTOR))
+                with share_cores(self.workers):
+                    self.optimize(study, run)
                 wait_for(helpers, run.deadline)
             return self._final_fit(study, run, data, options)
         finally:
+            stop(helpers)  # an error or a signal here: the helpers stop too (nothing to do once they are done)
             if run.storage is not None and self.storage is None:  # the helpers' scratch study
                 shutil.rmtree(Path(run.storage).parent, ignore_errors=True)
 
@@ -139,7 +146,7 @@ class AutoSearch:
 
         first = panel_for(self.horizon)
         season = season_length_of(first.freq, self.season_length)
-        train_rows = min(s.borders["train"][1] for s in first.series)
+        train_rows = min(s.borders["train"][1] - s.borders["train"][0] for s in first.series)
         inner_rows = max(self.horizon, int(train_rows * INNER_VAL_FRACTION))
         lookbacks = self.space.lookback_choices(self.horizon, season, train_rows - inner_rows)
         # The benchmark's rule, max(2H, season), or the nearest lookback of the space: the fixed rules' and the first trials'.
@@ -150,24 +157,22 @@ class AutoSearch:
                            start, start + seconds)
 
     def _score_rules(self, study, run: _Run) -> None:
-        """Score every fixed rule the study has not (outside the sampler: a rule has no settings to draw)."""
-        import optuna
-        from optuna.distributions import CategoricalDistribution
-
-        done = {t.user_attrs.get("candidate") for t in study.get_trials(deepcopy=False) if t.state.name in ("COMPLETE", "FAIL")}
+        """Score every fixed rule the study has not, and keep the results beside its trials (the study's
+        user attribute ``rules``): a rule has nothing to draw, and as a trial it would skew the sampler's
+        model of the trained candidates."""
+        rules = dict(study.user_attrs.get(RULES_ATTR, {}))
         for rule in run.rules:
             candidate = Candidate(rule, run.base_lookback)
-            if candidate.key in done:
+            if candidate.key in rules:
                 continue
-            attrs, state, value = {"candidate": candidate.key}, optuna.trial.TrialState.COMPLETE, None
             try:
-                value, attrs["seconds"] = self._score(candidate, run.search_panel(candidate.lookback), run.season)
+                value, seconds = self._score(candidate, run.search_panel(candidate.lookback), run.season)
+                rules[candidate.key] = {"value": value, "seconds": seconds, "state": "COMPLETE"}
+                self._say(f"{rule}: validation MASE {value:.4f}")
             except (ConfigError, DataError) as error:
-                state, attrs["reason"] = optuna.trial.TrialState.FAIL, str(error)[:500]
-            study.add_trial(optuna.trial.create_trial(
-                params={"rule": rule}, distributions={"rule": CategoricalDistribution(list(FIXED_RULES))},
-                value=value, state=state, user_attrs=attrs))
-            self._say(f"{rule}: " + (f"validation MASE {value:.4f}" if value is not None else f"failed: {attrs['reason']}"))
+                rules[candidate.key] = {"value": None, "seconds": None, "state": "FAIL", "reason": str(error)[:500]}
+                self._say(f"{rule}: failed: {error}")
+        study.set_user_attr(RULES_ATTR, rules)
 
     def optimize(self, study, run: _Run, *, first: bool = True) -> None:
         """Trained trials while the budget lasts: the linear model and the default first (``first``: queue
@@ -176,9 +181,10 @@ class AutoSearch:
 
         if not run.trained:
             return
+        # Each candidate is scored once: a finished one's score, or the reason it failed (not an interrupted one's).
         outcomes = {t.user_attrs["candidate"]: (t.value, t.user_attrs.get("reason"))
-                    for t in study.get_trials(deepcopy=False)
-                    if t.state.name in ("COMPLETE", "FAIL") and "candidate" in t.user_attrs}  # each scored once
+                    for t in study.get_trials(deepcopy=False) if "candidate" in t.user_attrs
+                    and (t.state.name == "COMPLETE" or (t.state.name == "FAIL" and "reason" in t.user_attrs))}
         repeats = [0]  # trials in a row that drew a candidate already scored
 
         def objective(trial) -> float:
@@ -190,12 +196,12 @@ class AutoSearch:
                 if repeats[0] >= MAX_REPEATS:  # a small space, searched through
                     study.stop()
                 value, reason = outcomes[candidate.key]
-                if reason is not None:
-                    raise ConfigError(reason)
                 trial.set_user_attr("seconds", 0.0)
+                if reason is not None:
+                    trial.set_user_attr("reason", reason)
+                    raise ConfigError(reason)
                 return value
             repeats[0] = 0
-            panel = run.search_panel(candidate.lookback)
             left = run.deadline - time.monotonic()
             # Time for this trial that leaves the final fit of the best so far, or of this one, room.
             allowed = min(left - self._final_reserve(study), left / (1 + FINAL_FIT_FACTOR))
@@ -205,7 +211,7 @@ class AutoSearch:
                 trial.set_user_attr("reason", "time budget spent")
                 raise optuna.TrialPruned("the time budget is spent")
             try:
-                value = self._run_trial(trial, candidate, panel, run.season, allowed)
+                value = self._run_trial(trial, candidate, run.search_panel(candidate.lookback), run.season, allowed)
             except (ConfigError, DataError) as error:
                 trial.set_user_attr("reason", str(error)[:500])
                 outcomes[candidate.key] = (None, str(error)[:500])
@@ -225,7 +231,7 @@ class AutoSearch:
         """The best candidate fitted on the data's own split (refitted when trained), with the search's facts."""
         from damcha_ts.forecasting.estimator import input_description
 
-        summary = summarize(study)
+        summary = summarize(study, RULES_ATTR)
         completed = [row for row in summary if row["state"] == "COMPLETE" and row["validation_mase"] is not None]
         if not completed:
             raise ConfigError(f"auto: no candidate could be scored on the validation rows within time_budget="
@@ -241,7 +247,8 @@ class AutoSearch:
         trainer_kwargs = dict(self.base.trainer_kwargs)
         if chosen.trained:
             # Each of its two trainings: half the time left, but never less than its trial had (not a crippled model).
-            seconds = max((run.deadline - final_start) / 2, 1.5 * (best["seconds"] or 0.0), MIN_TRIAL_SECONDS)
+            floor = min(1.5 * (best["seconds"] or 0.0), self.time_budget / 2)  # a trial of an earlier, longer fit
+            seconds = max((run.deadline - final_start) / 2, floor, MIN_TRIAL_SECONDS)
             trainer_kwargs["max_time"] = {"seconds": seconds}
         predictor = chosen.estimator(self.base, self.horizon, trainer_kwargs).fit(
             panel, refit=chosen.trained, calibrated=True, compared=False,
@@ -276,7 +283,10 @@ class AutoSearch:
         predictor = estimator.fit(panel, calibrated=False, compared=False)
         scores = predictor.evaluate(panel, "test", predictor.fit_record.training.batch_size, season_length=season)
         value = float(scores["mase"])
-        return (value if math.isfinite(value) else float("nan")), time.monotonic() - started
+        if not math.isfinite(value):
+            raise DataError(f"validation MASE is {value}: a series is constant over its train rows (no seasonal-naive "
+                            "error to scale by), or the forecasts are not finite")
+        return value, time.monotonic() - started
 
     def _run_trial(self, trial, candidate: Candidate, panel, season: int, allowed: float) -> float:
         """Train ``candidate`` (at most ``allowed`` seconds) and return its validation MASE, or raise
@@ -361,15 +371,14 @@ class AutoSearch:
         return digest.hexdigest()[:16]
 
     def _final_reserve(self, study) -> float:
-        """The time the final fit of the best trained candidate so far will take (0 for a fixed rule)."""
-        best = None
-        for trial in study.get_trials(deepcopy=False):
-            if trial.state.name == "COMPLETE" and trial.value is not None and math.isfinite(trial.value):
-                if best is None or trial.value < best.value:
-                    best = trial
-        if best is None or "model" not in best.params:  # a fixed rule (params "rule") is not refitted
+        """The time the final fit of the best candidate so far will take: 0 for a fixed rule, else
+        :data:`FINAL_FIT_FACTOR` times its trial, at most the budget."""
+        scored = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE" and t.value is not None]
+        best = min(scored, key=lambda trial: trial.value, default=None)
+        rules = [r["value"] for r in study.user_attrs.get(RULES_ATTR, {}).values() if r["value"] is not None]
+        if best is None or (rules and min(rules) <= best.value):
             return 0.0
-        return FINAL_FIT_FACTOR * float(best.user_attrs.get("seconds") or 0.0)
+        return min(FINAL_FIT_FACTOR * float(best.user_attrs.get("seconds") or 0.0), self.time_budget)
 
     def _say(self, message: str) -> None:
         if self.verbose or sys.stderr.isatty():

@@ -43,7 +43,7 @@ class AutoSpace:
     max_steps: tuple[int, ...] = (250, 500, 1000, 2000)
     d_model: tuple[int | None, ...] = (None, 64, 128, 256)
     dropout: tuple[float, float] = (0.0, 0.3)
-    max_trials: int | None = None  # at most this many trained trials per fit (None: the budget decides)
+    max_trials: int | None = None  # at most this many trained trials per process and fit (None: the budget decides)
 
     @classmethod
     def of(cls, search: Any) -> AutoSpace:
@@ -69,12 +69,16 @@ class AutoSpace:
         return [model for model in self.models if is_trained(model)]
 
     def lookback_choices(self, horizon: int, season: int, train_rows: int) -> list[int]:
-        """The lookbacks to try: given, or the multiples of the base lookback that leave at least two
-        training windows' worth of rows per lookback (the base one always)."""
+        """The lookbacks to try, those that leave at least two training windows' worth of rows: the
+        given ones, or the multiples of the base lookback (and the base one, or the most there is room for)."""
         base = max(2 * horizon, season)
-        if self.lookbacks:
-            return sorted(set(self.lookbacks))
         room = max(1, (train_rows - horizon) // 2)
+        if self.lookbacks:
+            fitting = sorted(lookback for lookback in set(self.lookbacks) if lookback <= room)
+            if not fitting:
+                raise ConfigError(f"search.lookbacks {sorted(self.lookbacks)}: none leaves two training windows in the "
+                                  f"{train_rows} rows candidates train on (at most {room} does)")
+            return fitting
         choices = {max(1, round(multiple * base)) for multiple in self.lookback_multiples}
         return sorted({choice for choice in choices if choice <= room} | {min(base, room)})
 

@@ -58,14 +58,18 @@ def quiet_search():
 
 
 # ---------------------------------------------------------------------- helper processes (workers=)
-def start_workers(search, data: Any, options: Mapping[str, Any], study_name: str, run) -> list:
+def start_workers(search, data: Any, options: Mapping[str, Any], study_name: str, run, least: float) -> list:
     """``search.workers - 1`` helper processes (spawned: a fresh interpreter each, no forked torch
-    state) that draw and run trained trials in the shared study until the deadline; each gets its
-    share of the cores. The data travels to them pickled, in memory; nothing is read back from disk."""
+    state) that draw and run trained trials in the shared study until the deadline (the same instant
+    for all: wall-clock time), each with its share of the cores; none when less than ``least`` seconds
+    are left. The data travels to them pickled, in memory; nothing is read back from disk."""
     from damcha_ts.training.devices import threads_per_worker
 
+    left = run.deadline - time.monotonic()
+    if left < least:
+        return []
     payload = {"search": search, "data": data, "options": dict(options), "study_name": study_name, "storage": run.storage,
-               "seconds": run.deadline - time.monotonic(), "threads": threads_per_worker(search.workers)}
+               "deadline": time.time() + left, "threads": threads_per_worker(search.workers)}
     try:
         pickle.dumps(payload)
     except Exception as error:  # noqa: BLE001 - whatever cannot be pickled (a callback in trainer_kwargs, ...)
@@ -86,15 +90,44 @@ def _work(payload: dict, index: int) -> None:
     torch.set_num_threads(payload["threads"])
     search = payload["search"]
     search.study_name, search.storage, search.verbose = payload["study_name"], payload["storage"], False
-    first, run = search.setup(payload["data"], payload["options"], payload["seconds"])
+    first, run = search.setup(payload["data"], payload["options"], payload["deadline"] - time.time())
     with quiet_search():
         search.optimize(search.study(first, run, worker=index), run, first=False)
 
 
+@contextlib.contextmanager
+def share_cores(workers: int):
+    """This process's share of the cores while ``workers`` processes train (all of them again after)."""
+    if workers < 2:
+        yield
+        return
+    import torch
+
+    from damcha_ts.training.devices import threads_per_worker
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads_per_worker(workers))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def wait_for(helpers: list, deadline: float) -> None:
-    """Wait for the helper processes until a little past the deadline; stop those still running."""
+    """Wait for the helper processes until a little past the ``deadline`` (time.monotonic()), stop those
+    still running, and warn about any that failed (its trials are missing from the search)."""
     for helper in helpers:
         helper.join(timeout=max(deadline - time.monotonic(), 0.0) + 30.0)
+    stop(helpers)
+    failed = [f"{helper.name} (exit {helper.exitcode})" for helper in helpers if helper.exitcode not in (0, None)]
+    if failed:
+        warnings.warn(f"auto: helper processes failed: {', '.join(failed)}; the search ran without their trials "
+                      "(a script that starts workers needs `if __name__ == \"__main__\":` around its code)",
+                      RuntimeWarning, stacklevel=4)
+
+
+def stop(helpers: list) -> None:
+    """Stop the helper processes still running (terminate, then wait up to 10 s each)."""
     for helper in helpers:
         if helper.is_alive():
             helper.terminate()
@@ -102,20 +135,25 @@ def wait_for(helpers: list, deadline: float) -> None:
 
 
 # ---------------------------------------------------------------------- the table of trials
-def summarize(study) -> list[dict]:
-    """Every trial: its candidate, validation MASE, seconds and state, best first."""
-    rows = []
+def summarize(study, rules_attr: str) -> list[dict]:
+    """Every candidate scored: the fixed rules (the study's user attribute ``rules_attr``; number None)
+    and every trial, with its validation MASE, seconds, state, and why it failed or was pruned; best first."""
+    rows = [_row(None, key, outcome.get("value"), outcome.get("seconds"), outcome["state"],
+                 {"reason": outcome["reason"]} if "reason" in outcome else {})
+            for key, outcome in study.user_attrs.get(rules_attr, {}).items()]
     for trial in study.get_trials(deepcopy=False):
-        if "candidate" not in trial.user_attrs:
-            continue
-        candidate = json.loads(trial.user_attrs["candidate"])
-        model, lookback = candidate.pop("model"), candidate.pop("lookback")
-        value = trial.value if trial.state.name == "COMPLETE" else None
-        rows.append({"number": trial.number, "model": model, "lookback": lookback, "settings": candidate,
-                     "validation_mase": finite(value), "seconds": finite(trial.user_attrs.get("seconds")),
-                     "state": trial.state.name,
-                     **{key: trial.user_attrs[key] for key in ("reason", "worker") if key in trial.user_attrs}})
-    return sorted(rows, key=lambda row: (row["validation_mase"] is None, row["validation_mase"] or 0.0, row["number"]))
+        if "candidate" in trial.user_attrs:
+            rows.append(_row(trial.number, trial.user_attrs["candidate"],
+                             trial.value if trial.state.name == "COMPLETE" else None, trial.user_attrs.get("seconds"),
+                             trial.state.name, {k: trial.user_attrs[k] for k in ("reason", "worker") if k in trial.user_attrs}))
+    return sorted(rows, key=lambda row: (row["validation_mase"] is None, row["validation_mase"] or 0.0, row["number"] or -1))
+
+
+def _row(number, key: str, value, seconds, state: str, extra: Mapping[str, Any]) -> dict:
+    candidate = json.loads(key)
+    model, lookback = candidate.pop("model"), candidate.pop("lookback")
+    return {"number": number, "model": model, "lookback": lookback, "settings": candidate,
+            "validation_mase": finite(value), "seconds": finite(seconds), "state": state, **extra}
 
 
 def leaderboard(facts: Mapping[str, Any]):

@@ -3,6 +3,7 @@ scored on the validation rows only (damcha_ts/tuning/auto.py). Real data: the fi
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
@@ -70,21 +71,26 @@ def test_candidates_are_scored_on_the_validation_rows_and_never_read_a_test_row(
 
 
 def test_a_study_kept_in_storage_continues_where_it_stopped(etth1, tmp_path):
+    import optuna
+
     storage = tmp_path / "auto.db"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", BudgetWarning)
+    with pytest.warns(BudgetWarning):
         first = auto(time_budget=0.01, search=SMALL, storage=storage).fit(etth1)
     before = first.leaderboard_
-    assert set(before.model) <= {"naive", "seasonal_naive", "linear"} and "linear" not in set(before[before.state == "COMPLETE"].model)
+    assert sorted(before.model) == ["naive", "seasonal_naive"]  # the rules; the linear model was only queued
+    name = first.fit_result_["auto"]["study_name"]
+    (queued,) = optuna.load_study(study_name=name, storage=f"sqlite:///{storage}").get_trials()
+    assert queued.state.name == "WAITING" and queued.system_attrs["fixed_params"]["model"] == "linear"
+
     second = auto(time_budget=60, search=SMALL, storage=storage).fit(etth1)
-    after = second.leaderboard_.set_index("number")
-    # The earlier trials are kept, with their scores; the linear model queued but not run then runs now.
-    kept = before.set_index("number")
-    pd.testing.assert_series_equal(after.loc[kept.index, "validation_mase"], kept.validation_mase)
-    new = after.drop(index=kept.index)
-    assert list(new.model) == ["linear"] and new.state.iloc[0] == "COMPLETE" and new.max_steps.iloc[0] == 40
+    after = second.leaderboard_
+    assert second.fit_result_["auto"]["study_name"] == name
+    # The rules keep their scores (not scored again); the queued linear model ran, as trial 0 of the study.
+    rules = after[after.model != "linear"].set_index("model").validation_mase
+    pd.testing.assert_series_equal(rules.sort_index(), before.set_index("model").validation_mase.sort_index())
+    linear = after[after.model == "linear"]
+    assert list(linear.number) == [0] and linear.state.iloc[0] == "COMPLETE" and linear.max_steps.iloc[0] == 40
     assert second.fit_result_["auto"]["chosen"]["validation_mase"] == after.validation_mase.min()
-    assert second.fit_result_["auto"]["study_name"] == first.fit_result_["auto"]["study_name"]
 
 
 def test_many_entities_with_a_future_covariate_are_searched_as_one_panel(etth1):
@@ -160,7 +166,7 @@ def test_workers_run_trials_in_helper_processes_on_one_study(etth1):
     forecaster.fit(etth1)
     board = forecaster.leaderboard_
     trained = board[board.model == "linear"]
-    assert (trained.state == "COMPLETE").all() and len(trained) == 4  # two per process
+    assert (trained.state == "COMPLETE").all() and len(trained) == 4  # max_trials=2 in each process
     assert trained.worker.nunique() == 2
     assert forecaster.predict().shape == (H, 2)
 
@@ -169,10 +175,24 @@ def test_a_trial_the_budget_stops_before_it_starts_is_queued_again_for_the_next_
     """12 s left: a trained trial would get 12 / (1 + 3) = 3 s, less than the 5 s a trial needs; it is
     recorded as PRUNED with the reason and its parameters queued, so a study continued runs it first."""
     search = auto(search=SMALL, storage=tmp_path / "auto.db")._search
-    first, run = search.setup(etth1, {}, 12.0)
+    first, run = search.setup(etth1, {}, 60.0)
     study = search.study(first, run)
+    run.deadline = time.monotonic() + 12.0  # whatever setting up took
     search.optimize(study, run)
     stopped, queued = study.get_trials()
     assert stopped.state.name == "PRUNED" and stopped.user_attrs["reason"] == "time budget spent"
     assert queued.state.name == "WAITING" and stopped.params["model"] == "linear"
     assert queued.system_attrs["fixed_params"] == stopped.params  # what Optuna's next trial will take
+
+
+def test_a_candidate_without_a_finite_score_fails_with_its_reason_and_the_search_goes_on(etth1):
+    """A column constant over the train rows has no seasonal-naive error to scale MASE by: every
+    candidate's score is infinite, so each is recorded as failed, with why, and the fit says so."""
+    constant = etth1.assign(HUFL=1.0)
+    with pytest.raises(ConfigError, match="no candidate could be scored.*validation MASE is (inf|nan)"):
+        auto(time_budget=30, search=SMALL).fit(constant)
+
+
+def test_lookbacks_that_leave_no_training_window_are_refused_before_any_training(etth1):
+    with pytest.raises(ConfigError, match=r"search.lookbacks \[2000\]: none leaves two training windows"):
+        auto(time_budget=30, search={**SMALL, "lookbacks": [2000]}).fit(etth1)
