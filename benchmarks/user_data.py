@@ -556,8 +556,9 @@ def notes(config: dict) -> list[str]:
               "Future covariates (elecdemand's Temperature) go to our models (`future_covariates=`) and to the "
               "neuralforecast models that take them (NHITS, iTransformer: `futr_exog_list`); the others forecast "
               "without; damcha_ts_defaults_no_covariate is the defaults without the column. damcha_ts_auto is "
-              "`Forecaster(\"auto\", horizon=H, time_budget=300, random_state=0)` (issue 35): it searches the lookback "
-              "too (the table's is not used), and its seconds include the search (see its section at the end)."]
+              "`Forecaster(\"auto\", horizon=H, time_budget=300, random_state=0)` (issue 35), run at commit eaf92f0 "
+              "(PYTHONPATH at a snapshot of it; its cells in two processes at once, one thread each): it searches the "
+              "lookback too (the table's is not used), and its seconds include the search (see its section at the end)."]
     cell = next(iter(sorted(RESULTS.glob("*.json"))), None)
     if cell:
         env = json.loads(cell.read_text())["environment"]
