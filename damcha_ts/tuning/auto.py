@@ -174,9 +174,9 @@ class AutoSearch:
                 self._say(f"{rule}: failed: {error}")
         study.set_user_attr(RULES_ATTR, rules)
 
-    def optimize(self, study, run: _Run, *, first: bool = True) -> None:
-        """Trained trials while the budget lasts: the linear model and the default first (``first``: queue
-        them, as the search's own process does), then TPE's."""
+    def optimize(self, study, run: _Run, *, worker: int = 0) -> None:
+        """Trained trials while the budget lasts: the linear model and the default first (queued by the
+        search's own process, ``worker`` 0), then TPE's; ``max_trials`` shared out over the workers."""
         import optuna
 
         if not run.trained:
@@ -219,10 +219,12 @@ class AutoSearch:
             outcomes[candidate.key] = (value, None)
             return value
 
-        for params in first_candidates(self.space, run.base_lookback) if first else ():
+        for params in first_candidates(self.space, run.base_lookback) if worker == 0 else ():
             study.enqueue_trial(params, skip_if_exists=True)
-        if time.monotonic() + MIN_TRIAL_SECONDS < run.deadline:
-            study.optimize(objective, n_trials=self.space.max_trials, timeout=run.deadline - time.monotonic(),
+        limit = self.space.max_trials
+        share = None if limit is None else limit // self.workers + (worker < limit % self.workers)
+        if time.monotonic() + MIN_TRIAL_SECONDS < run.deadline and share != 0:
+            study.optimize(objective, n_trials=share, timeout=run.deadline - time.monotonic(),
                            callbacks=[stop_when_spent(run.deadline, lambda: self._final_reserve(study), MIN_TRIAL_SECONDS)],
                            catch=(ConfigError, DataError))
         run.search_seconds = time.monotonic() - run.start

@@ -92,7 +92,7 @@ def _work(payload: dict, index: int) -> None:
     search.study_name, search.storage, search.verbose = payload["study_name"], payload["storage"], False
     first, run = search.setup(payload["data"], payload["options"], payload["deadline"] - time.time())
     with quiet_search():
-        search.optimize(search.study(first, run, worker=index), run, first=False)
+        search.optimize(search.study(first, run, worker=index), run, worker=index)
 
 
 @contextlib.contextmanager
