@@ -101,7 +101,7 @@ class AutoSearch:
     """The search behind ``Forecaster("auto")``: :meth:`fit_data` returns the chosen candidate's Predictor."""
 
     def __init__(self, base, time_budget: float, *, search: Any = None, storage: str | Path | None = None,
-                 workers: int = 1, study_name: str | None = None, season_length: int | None = None):
+                 workers: int = 1):
         if not (isinstance(time_budget, numbers.Real) and not isinstance(time_budget, bool)
                 and math.isfinite(time_budget) and time_budget > 0):
             raise ConfigError(f"time_budget must be a positive, finite number of seconds, got {plain_repr(time_budget)}")
@@ -111,8 +111,8 @@ class AutoSearch:
             raise ConfigError(f"workers must be a positive integer (processes running trials), got {plain_repr(workers)}")
         self.base, self.horizon, self.time_budget = base, int(base.model_config["pred_len"]), float(time_budget)
         self.workers = int(workers)
-        self.space, self.storage, self.study_name = AutoSpace.of(search), storage, study_name
-        self.season_length, self.verbose = season_length, base.verbose
+        self.space, self.storage, self.verbose = AutoSpace.of(search), storage, base.verbose
+        self.study_name: str | None = None  # set in helper processes: the study their search shares
 
     # ------------------------------------------------------------------ the search
     def fit_data(self, data: Any, options: Mapping[str, Any], *, refit: bool = True):
@@ -145,7 +145,7 @@ class AutoSearch:
             return prepare(data, seq_len=lookback, pred_len=self.horizon, **options)
 
         first = panel_for(self.horizon)
-        season = season_length_of(first.freq, self.season_length)
+        season = season_length_of(first.freq)
         train_rows = min(s.borders["train"][1] - s.borders["train"][0] for s in first.series)
         inner_rows = max(self.horizon, int(train_rows * INNER_VAL_FRACTION))
         lookbacks = self.space.lookback_choices(self.horizon, season, train_rows - inner_rows)

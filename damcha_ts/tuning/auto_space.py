@@ -52,9 +52,14 @@ class AutoSpace:
         if search is None:
             return cls()
         if isinstance(search, (str, Path)):
-            if not Path(search).is_file():
-                raise ConfigError(f"search={str(search)!r}: no such search file")
-            search = read_yaml(Path(search))
+            path = Path(search)
+            if not path.is_file():
+                raise ConfigError(f"search={str(search)!r}: " + ("a folder, not a search file" if path.is_dir()
+                                                                 else "no such search file"))
+            search = read_yaml(path)
+            if not isinstance(search, Mapping):
+                raise ConfigError(f"search file {path}: " + ("it is empty" if search is None else
+                                  f"it holds {type(search).__name__}, not a mapping of AutoSpace keys"))
         if not isinstance(search, Mapping):
             raise ConfigError(f"search must be a mapping or a YAML file of one, got {plain_repr(search)}")
         reject_unknown_keys(search, [f.name for f in dataclasses.fields(cls)], "search")

@@ -72,3 +72,21 @@ def test_a_model_with_covariates_is_compared_too(etth1):
                            trainer_kwargs=QUIET).fit(etth1)
     rules = model.fit_result_["baselines_validation_mase"]
     assert rules["naive"] == pytest.approx(naive_mase_by_hand(etth1[["OT"]], 12, season=24), rel=1e-5)
+
+
+def test_a_run_that_is_tested_is_compared_and_a_tuning_trial_is_not(etth1, tmp_path):
+    """damcha-ts fit --data FILE (a run that is tested) warns as Forecaster.fit does; a tuning trial
+    (``evaluate_test=False``, many per study) trains without the comparison."""
+    from damcha_ts.forecasting.experiment import run_experiment
+    from damcha_ts.training import load_run_config
+
+    data = tmp_path / "etth1.csv"
+    etth1.reset_index().to_csv(data, index=False)
+    config = load_run_config("itransformer_mha/etth1", horizon=12, overrides=[
+        f"data.dataset={data}", "data.seq_len=48", "model.d_model=16", "model.d_ff=16", "model.n_heads=2",
+        "model.e_layers=1", "training.max_epochs=1", "training.learning_rate=1e-6"])
+    for tested, expected in ((True, 1), (False, 0)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run_experiment(config, tmp_path / f"run_{tested}", evaluate_test=tested, progress=False, trainer_kwargs=QUIET)
+        assert sum(issubclass(w.category, BaselineWarning) for w in caught) == expected
