@@ -74,10 +74,9 @@ def run_experiment(
     _check_runnable(run, panel, evaluate_test)
     folder = RunFolder(out_dir, resume=resume, callbacks=tuple(callbacks), progress=progress,
                        on_start=lambda: _save_config(out_dir, run))
-    # A run that is tested is a user's fit: on user data it says whether the naive rules beat it (a tuning trial does not).
-    predictor = Estimator.for_run(run, trainer_kwargs).fit(
-        panel, calibrated=calibrated, compared=evaluate_test, folder=folder,
-        description=_description(panel, run.data.to_dict()))
+    # compared: a run that is tested is a user's fit, told when the naive rules beat it (a tuning trial is not).
+    predictor = Estimator.for_run(run, trainer_kwargs).fit(panel, calibrated=calibrated, compared=evaluate_test,
+                                                           folder=folder, description=_description(panel, run.data.to_dict()))
     fit = predictor.fit_record.trained
     result = _run_facts(run, fit, predictor.fit_record.facts["n_params"])
     tables = None
