@@ -219,7 +219,7 @@ class AutoSearch:
             outcomes[candidate.key] = (value, None)
             return value
 
-        for params in first_candidates(self.space, run.base_lookback) if worker == 0 else ():
+        for params in first_candidates(self.space, run.base_lookback, run.trained) if worker == 0 else ():
             study.enqueue_trial(params, skip_if_exists=True)
         limit = self.space.max_trials
         share = None if limit is None else limit // self.workers + (worker < limit % self.workers)

@@ -65,14 +65,6 @@ class AutoSpace:
         reject_unknown_keys(search, [f.name for f in dataclasses.fields(cls)], "search")
         return cls(**{key: _checked(key, value) for key, value in search.items()})
 
-    @property
-    def rules(self) -> list[str]:
-        return [model for model in self.models if not is_trained(model)]
-
-    @property
-    def trained(self) -> list[str]:
-        return [model for model in self.models if is_trained(model)]
-
     def lookback_choices(self, horizon: int, season: int, train_rows: int) -> list[int]:
         """The lookbacks to try, those that leave at least two training windows' worth of rows: the
         given ones, or the multiples of the base lookback (and the base one, or the most there is room for)."""
@@ -153,9 +145,9 @@ class Candidate:
                                        trainer_kwargs=trainer_kwargs, verbose=False, **training, **model)
 
 
-def first_candidates(space: AutoSpace, lookback: int) -> list[dict]:
+def first_candidates(space: AutoSpace, lookback: int, trained: Sequence[str]) -> list[dict]:
     """The trained trials every new study starts with, as Optuna parameters: the linear model and the
-    recommended default under the user-data recipe (``USER_DATA_DEFAULTS``, the model's own dropout),
+    recommended default (those among the ``trained`` models searched) under the user-data recipe (``USER_DATA_DEFAULTS``, the model's own dropout),
     or the nearest values the space holds."""
     from damcha_ts.models.registry import resolve_model_config
     from damcha_ts.training.config import USER_DATA_DEFAULTS
@@ -167,7 +159,7 @@ def first_candidates(space: AutoSpace, lookback: int) -> list[dict]:
     default = {"d_model": None if None in space.d_model else space.d_model[0],
                "dropout": min(max(dropout, space.dropout[0]), space.dropout[1])}
     return [{"model": model, **recipe, **(default if model != "linear" else {})}
-            for model in ("linear", DEFAULT_MODEL) if model in space.trained]
+            for model in ("linear", DEFAULT_MODEL) if model in trained]
 
 
 def sample(trial, space: AutoSpace, models: Sequence[str], lookbacks: Sequence[int]) -> Candidate:
