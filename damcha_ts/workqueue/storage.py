@@ -190,8 +190,8 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
             else "failed_trial_callback"
         callback = {name: retry_callback(max_retry)}
         try:
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, grace_period=grace_period,
-                                                 heartbeat_interval=heartbeat_interval, **callback)
+            storage = _rdb_storage(url, engine_kwargs=engine_kwargs, grace_period=grace_period,
+                                   heartbeat_interval=heartbeat_interval, **callback)
             return _serialised_sqlite(storage) if sqlite else storage
         except ImportError as exc:
             hint = ""
@@ -206,6 +206,30 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
             raise ConfigError(
                 f"storage {display_url(url)!r} cannot be opened: {hide_secrets(_first_line(exc), url)}"
             ) from exc
+
+
+# Attempts at opening a database whose tables another process may be creating at the same moment.
+_CREATE_ATTEMPTS = 5
+
+
+def _rdb_storage(url: str, **kwargs):
+    """``optuna.storages.RDBStorage(url, **kwargs)``, tried again when it lost a race to create the tables.
+
+    Machines (or processes) started together on an empty database all create Optuna's tables; the
+    losers fail (PostgreSQL: "duplicate key value violates unique constraint", "relation ... already
+    exists"; SQLite: "table ... already exists", "UNIQUE constraint failed"). The winner's tables are there a moment later, so
+    opening again succeeds."""
+    import optuna
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+    for attempt in range(1, _CREATE_ATTEMPTS):
+        try:
+            return optuna.storages.RDBStorage(url, **kwargs)
+        except (IntegrityError, OperationalError, ProgrammingError) as exc:
+            if not re.search(r"duplicate key|already exists|UNIQUE constraint failed", str(exc)):
+                raise
+            time.sleep(0.2 * attempt)
+    return optuna.storages.RDBStorage(url, **kwargs)
 
 
 # The system attribute of a journal trial holding its worker's last heartbeat (seconds since the epoch).
