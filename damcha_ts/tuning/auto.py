@@ -25,7 +25,8 @@ How :meth:`AutoSearch.fit_data` runs:
    there by that first pass, then retrained on the train and validation rows for its best step count.
 
 ``storage=`` (a SQLite file or an Optuna storage URL) keeps the study: the same fit on the same data
-continues it (its trials are kept and count; the budget is this fit's). The sampler is seeded from
+continues it (its trials are kept and count; the budget is this fit's), and the same fit running on
+other machines at the same time, on one database, joins it (docs/forecasting.md, "More machines"). The sampler is seeded from
 ``random_state`` and the number of trials the study holds; what a budget covers depends on the machine.
 """
 
@@ -181,16 +182,15 @@ class AutoSearch:
 
         if not run.trained:
             return
-        # Each candidate is scored once: a finished one's score, or the reason it failed (not an interrupted one's).
-        outcomes = {t.user_attrs["candidate"]: (t.value, t.user_attrs.get("reason"))
-                    for t in study.get_trials(deepcopy=False) if "candidate" in t.user_attrs
-                    and (t.state.name == "COMPLETE" or (t.state.name == "FAIL" and "reason" in t.user_attrs))}
+        outcomes = scored_candidates(study)
         repeats = [0]  # trials in a row that drew a candidate already scored
 
         def objective(trial) -> float:
             candidate = sample(trial, self.space, run.trained, run.lookbacks)
             trial.set_user_attr("candidate", candidate.key)
             trial.set_user_attr("worker", os.getpid())
+            if candidate.key not in outcomes and run.storage is not None:
+                outcomes.update(scored_candidates(study))  # another process or machine may have scored it since
             if candidate.key in outcomes:
                 repeats[0] += 1
                 if repeats[0] >= MAX_REPEATS:  # a small space, searched through
@@ -351,7 +351,8 @@ class AutoSearch:
         seed = int(np.random.SeedSequence([self.base.training.seed, existing, worker]).generate_state(1)[0])
         return optuna.create_study(
             study_name=name, storage=storage, load_if_exists=True, direction="minimize",
-            sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, constant_liar=self.workers > 1),
+            # With storage, other processes or machines may be drawing from the study too: running trials count as bad.
+            sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, constant_liar=run.storage is not None),
             pruner=optuna.pruners.MedianPruner(n_startup_trials=0, n_warmup_steps=100, n_min_trials=3))
 
     def _fingerprint(self, panel, run: _Run) -> str:
@@ -385,6 +386,14 @@ class AutoSearch:
     def _say(self, message: str) -> None:
         if self.verbose or sys.stderr.isatty():
             print(f"[auto] {message}", file=sys.stderr, flush=True)
+
+
+def scored_candidates(study) -> dict[str, tuple[float | None, str | None]]:
+    """Each candidate the study has scored (by any process or machine): its score, or the reason it
+    failed; not an interrupted one (it may run again)."""
+    return {t.user_attrs["candidate"]: (t.value, t.user_attrs.get("reason"))
+            for t in study.get_trials(deepcopy=False) if "candidate" in t.user_attrs
+            and (t.state.name == "COMPLETE" or (t.state.name == "FAIL" and "reason" in t.user_attrs))}
 
 
 @dataclass

@@ -3,6 +3,7 @@ scored on the validation rows only (damcha_ts/tuning/auto.py). Real data: the fi
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 
@@ -196,3 +197,65 @@ def test_a_candidate_without_a_finite_score_fails_with_its_reason_and_the_search
 def test_lookbacks_that_leave_no_training_window_are_refused_before_any_training(etth1):
     with pytest.raises(ConfigError, match=r"search.lookbacks \[2000\]: none leaves two training windows"):
         auto(time_budget=30, search={**SMALL, "lookbacks": [2000]}).fit(etth1)
+
+
+def test_fits_on_several_machines_share_one_study_through_the_storage(data_root, tmp_path, postgres_url):
+    """Two separate processes (as two machines: nothing shared but the PostgreSQL database) run the same
+    ``fit --model auto --storage URL`` on the same file: they join one study, each trains candidates in
+    it, and each picks from the trials of both."""
+    import subprocess
+    import sys
+    import uuid
+
+    data = tmp_path / "etth1.csv"
+    pd.read_csv(data_root / "ETTh1.csv.gz").iloc[:700][["date", "HUFL", "OT"]].to_csv(data, index=False)
+    search = tmp_path / "search.yaml"
+    search.write_text("models: [naive, linear]\nlookbacks: [24]\nmax_steps: [40]\n")
+    seed = str(uuid.uuid4().int % 10**6)  # a study of its own in a database other tests may share
+    command = [sys.executable, "-c", "import sys; from damcha_ts.cli.main import main; sys.exit(main(sys.argv[1:]))",
+               "fit", "--data", str(data), "--model", "auto", "--time-budget", "30", "--search", str(search),
+               "--storage", postgres_url, "--seed", seed, "--horizon", str(H)]
+    machines = [subprocess.Popen([*command, "--out", str(tmp_path / f"machine_{index}")], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for index in range(2)]
+    outputs = [machine.communicate(timeout=300) for machine in machines]
+    for machine, (_, stderr) in zip(machines, outputs):
+        assert machine.returncode == 0, stderr
+    pids = {machine.pid for machine in machines}
+    for index in range(2):
+        trials = pd.read_csv(tmp_path / f"machine_{index}" / "auto_trials.csv")
+        trained = trials[trials.model == "linear"]
+        assert set(trained.worker) == pids  # each machine's table holds the other's trials
+        assert trained.number.is_unique and (trained.state == "COMPLETE").any()
+        chosen = json.loads((tmp_path / f"machine_{index}" / "metrics.json").read_text())["chosen"]
+        assert chosen["validation_mase"] == trials.validation_mase.min()
+
+
+def test_a_candidate_another_machine_scored_meanwhile_is_not_trained_again(etth1, tmp_path):
+    """While this process trains its first trial, another machine finishes a candidate this process
+    has queued next: that one is answered from the shared study (its score, 0 s), not trained again."""
+    import lightning as L
+    import optuna
+
+    from damcha_ts.tuning.auto_space import Candidate
+
+    storage = tmp_path / "auto.db"
+    theirs = Candidate("linear", 24, {"learning_rate": 0.002, "max_steps": 40})
+
+    class AnotherMachine(L.Callback):
+        def on_fit_end(self, trainer, pl_module) -> None:
+            elsewhere = optuna.load_study(study_name=study.study_name, storage=f"sqlite:///{storage}")
+            if not any(t.user_attrs.get("worker") == "machine b" for t in elsewhere.trials):
+                elsewhere.add_trial(optuna.trial.create_trial(
+                    value=0.5, user_attrs={"candidate": theirs.key, "worker": "machine b", "seconds": 7.0}))
+
+    search = Forecaster("auto", horizon=H, random_state=0, storage=storage, search={**SMALL, "max_trials": 2},
+                        trainer_kwargs={**QUIET, "callbacks": [AnotherMachine()]})._search
+    first, run = search.setup(etth1, {}, 120.0)
+    study = search.study(first, run)
+    study.enqueue_trial({"model": "linear", "lookback": 24, "learning_rate": 0.001, "max_steps": 40})
+    study.enqueue_trial({"model": "linear", "lookback": 24, **theirs.settings})
+    search.optimize(study, run)
+    mine = [t for t in study.trials if t.user_attrs.get("worker") != "machine b"]
+    assert [t.state.name for t in mine] == ["COMPLETE", "COMPLETE"]
+    assert mine[0].user_attrs["seconds"] > 0  # trained here
+    assert (mine[1].value, mine[1].user_attrs["seconds"]) == (0.5, 0.0)  # machine b's score, nothing trained
