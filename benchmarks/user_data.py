@@ -226,7 +226,7 @@ def damcha_forecaster(spec: dict, dataset: dict, details: dict):
     import damcha_ts
     from damcha_ts import Forecaster
 
-    args = dict(horizon=dataset["horizon"], lookback=dataset["lookback"], random_state=SEED, **spec.get("options", {}))
+    args = dict(horizon=dataset["horizon"], lookback=dataset["lookback"], random_state=SEED) | spec.get("options", {})
     if spec.get("model"):
         args["model"] = spec["model"]
     # The run may import a snapshot of a commit (PYTHONPATH=/tmp/damcha_head_<sha>) rather than the working tree.
