@@ -52,6 +52,20 @@ def evaluate_naive(data: Panel, method: str, split: str = "test") -> dict:
 
 def _naive_errors(data: SeriesData, method: str, split: str, scaled: bool) -> tuple[float, float, int]:
     """(sum of squared errors, sum of absolute errors, their count) over ``split`` of one series."""
+    squared = absolute = 0.0
+    count = 0
+    for truth, forecast in naive_windows(data, method, split, scaled=scaled):
+        errors = truth - forecast
+        squared += float(np.square(errors).sum())
+        absolute += float(np.abs(errors).sum())
+        count += errors.size
+    return squared, absolute, count
+
+
+def naive_windows(data: SeriesData, method: str, split: str, *, scaled: bool = False):
+    """(truth, forecast) [B, H, C] of the scored columns over every window of ``split``, in chunks of
+    windows (bounded memory); on the z-scale (``scaled``) or the original one, float64."""
+    _check_method(method)
     border1, border2 = data.borders[split]
     n_windows = data.window_count(split)
     L, H = data.seq_len, data.pred_len
@@ -59,13 +73,10 @@ def _naive_errors(data: SeriesData, method: str, split: str, scaled: bool) -> tu
     rows = (data.scaled if scaled else data.values)[border1:border2].astype(np.float64)
     level = _levels(method, rows, L, n_windows)[:, target_columns]  # [N, C]
     targets = np.lib.stride_tricks.sliding_window_view(rows[L:, target_columns], H, axis=0)  # [N, C, H]
-    squared = absolute = 0.0
     chunk = max(1, _CHUNK_ELEMENTS // (H * level.shape[1]))
     for start in range(0, n_windows, chunk):
-        errors = targets[start : start + chunk] - level[start : start + chunk, :, None]
-        squared += float(np.square(errors).sum())
-        absolute += float(np.abs(errors).sum())
-    return squared, absolute, n_windows * H * level.shape[1]
+        truth = targets[start : start + chunk].transpose(0, 2, 1)  # [B, H, C]
+        yield truth, np.broadcast_to(level[start : start + chunk, None, :], truth.shape)
 
 
 def _levels(method: str, rows: np.ndarray, L: int, n_windows: int) -> np.ndarray:

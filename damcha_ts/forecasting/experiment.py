@@ -58,8 +58,8 @@ def run_experiment(
             windows (``damcha-ts fit``: ``predict --level``).
 
     Returns:
-        ``mse``, ``mae``, ``mse_inverse``, ``mae_inverse`` and ``test_windows`` (when
-        ``evaluate_test``), ``best_val_loss``, ``epochs_run``, ``best_epoch``, ``n_params``, ``world_size``,
+        ``mse``, ``mae``, ``mse_inverse``, ``mae_inverse``, ``mase``, ``smape``, ``rmse`` and
+        ``test_windows`` (when ``evaluate_test``), ``best_val_loss``, ``epochs_run``, ``best_epoch``, ``n_params``, ``world_size``,
         ``seconds_per_epoch``, ``train_seconds_per_epoch``, ``data_wait_fraction``,
         ``wall_seconds``, ``config_hash``, ``out_dir``.
     """
@@ -81,7 +81,7 @@ def run_experiment(
     result = _run_facts(run, fit, predictor.fit_record.facts["n_params"])
     tables = None
     if evaluate_test:
-        scores, tables = _test_scores(fit, panel)
+        scores, tables = _test_scores(fit, panel, predictor)
         result.update(scores)
     result.update(wall_seconds=time.perf_counter() - started, config_hash=run.config_hash(), out_dir=str(out_dir))
     if fit.trainer.is_global_zero:
@@ -141,15 +141,20 @@ def _run_facts(run: RunConfig, fit, n_params: int) -> dict[str, Any]:
             "best_step": fit.best_step, "n_params": n_params, "world_size": fit.trainer.world_size, **fit.timing}
 
 
-def _test_scores(fit, panel) -> tuple[dict[str, Any], tuple]:
-    """The test split's scores (``mse``, ``mae``, ``mse_inverse``, ``mae_inverse``, ``test_windows``)
-    and its per-step and per-variate breakdown tables."""
+def _test_scores(fit, panel, predictor) -> tuple[dict[str, Any], tuple]:
+    """The test split's scores (``mse``, ``mae``, ``mse_inverse``, ``mae_inverse``, ``test_windows``;
+    scale-free, on the original scale: ``mase``, ``smape``, ``rmse``) and its per-step and per-variate
+    breakdown tables."""
+    from damcha_ts.forecasting.window_scores import pooled_split_scores, split_scores
     from damcha_ts.training.evaluation import breakdowns, scored_columns, summary
 
     errors = evaluate_test_split(fit, panel)
     scores = summary(errors)
-    return ({**{k: scores[k] for k in ("mse", "mae", "mse_inverse", "mae_inverse")}, "test_windows": scores["windows"]},
-            breakdowns(errors, scored_columns(panel)))
+    batch_size = fit.datamodule.batch_size
+    scale_free = pooled_split_scores(
+        panel, lambda entity, one: split_scores(predictor.for_entity(entity), one, "test", batch_size=batch_size))
+    return ({**{k: scores[k] for k in ("mse", "mae", "mse_inverse", "mae_inverse")}, **scale_free,
+             "test_windows": scores["windows"]}, breakdowns(errors, scored_columns(panel)))
 
 
 def evaluate_test_split(fit, panel):

@@ -7,7 +7,8 @@ the model trained on), the coverage, width and quantile scores of its intervals
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -152,12 +153,11 @@ def split_scores(predictor, series, split: str, levels: Sequence[float] = (), *,
     seasonal naive MAE over the series' train rows (the model's training rows; train + val after a
     refit), season from the model's frequency or ``season_length``."""
     from damcha_ts.data.time_index import season_length_of
-    from damcha_ts.forecasting.scores import ForecastScores, seasonal_scale
+    from damcha_ts.forecasting.scores import ForecastScores
 
     season = season_length_of(getattr(predictor.meta, "freq", None), season_length)  # checked before any forecast
     intervals = IntervalSums(predictor, levels) if levels else None
-    train_start, train_end = series.borders["train"]
-    scale = seasonal_scale(series.values[train_start:train_end, scored_slice(series.features)], season)
+    scale = train_scale(series, season)
     scores = ForecastScores(predictor.quantiles, levels)
     for point, quantile_values, truth in split_forecasts(predictor, series, split, batch_size=batch_size):
         bounds = forecast_intervals(predictor, point, quantile_values, levels) if levels else {}
@@ -167,6 +167,40 @@ def split_scores(predictor, series, split: str, levels: Sequence[float] = (), *,
     if scores.windows == 0:
         raise DataError(f"the {split} split of {series.name or 'the data'} holds no window")
     return {**(intervals.result() if intervals is not None else {}), **scores.result()}
+
+
+def train_scale(series, season: int):
+    """MASE's ``s`` [C]: each scored variate's seasonal naive MAE over the series' train rows (raw scale)."""
+    from damcha_ts.forecasting.scores import seasonal_scale
+
+    train_start, train_end = series.borders["train"]
+    return seasonal_scale(series.values[train_start:train_end, scored_slice(series.features)], season)
+
+
+def pooled_split_scores(panel, score_series: Callable[[Any, Any], dict], split: str = "test") -> dict:
+    """``mase``, ``smape``, ``rmse`` over every window of ``split`` of every entity of ``panel``, each
+    scored by ``score_series(entity, series)`` (scaled by its own train rows) and pooled as
+    ``evaluate`` pools entities (:func:`~damcha_ts.forecasting.scores.pooled`): the leaderboard's
+    scale-free columns."""
+    from damcha_ts.forecasting.scores import pooled
+
+    parts = [{**score_series(entity, one), "windows": one.window_count(split)}
+             for entity, one in zip(panel.entities, panel.series) if one.window_count(split) > 0]
+    return {key: value for key, value in pooled(parts).items() if key in ("mase", "smape", "rmse")}
+
+
+def naive_series_scores(series, method: str, split: str = "test") -> dict:
+    """:class:`~damcha_ts.forecasting.scores.ForecastScores` of a naive rule
+    (:func:`damcha_ts.baselines.naive_windows`) over every window of ``split`` of one series, raw
+    scale, MASE's season from the series' frequency."""
+    from damcha_ts.baselines import naive_windows
+    from damcha_ts.data.time_index import season_length_of
+    from damcha_ts.forecasting.scores import ForecastScores
+
+    scale, scores = train_scale(series, season_length_of(series.freq)), ForecastScores()
+    for truth, forecast in naive_windows(series, method, split):
+        scores.update(truth, forecast, scale=scale)
+    return scores.result()
 
 
 class IntervalSums:

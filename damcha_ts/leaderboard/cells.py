@@ -104,6 +104,8 @@ def run_cell(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
     return {
         "dataset": cell.dataset, "model": cell.model, "horizon": cell.horizon, "seed": cell.seed,
         "mse": float(outcome["mse"]), "mae": float(outcome["mae"]), "config_hash": resolved.config_hash,
+        # Scale-free, on the original scale; a run finished before they were scored has none (NaN).
+        "mase": float(outcome.get("mase", math.nan)), "smape": float(outcome.get("smape", math.nan)),
         "epochs_run": outcome.get("epochs_run", 0), "best_epoch": outcome.get("best_epoch"),
         "n_params": outcome.get("n_params", 0),
         # A run resumed after its last epoch trains no epoch in this process and has no timing.
@@ -117,8 +119,12 @@ def run_cell(resolved: ResolvedCell, device_trainer_kwargs: dict) -> dict:
 
 def _run_naive(resolved: ResolvedCell) -> dict:
     data_options = dict(resolved.config["data"])
-    series = prepare(data_options.pop("dataset"), **data_options)
-    return evaluate_naive(series, resolved.cell.naive_method, split="test")
+    from damcha_ts.forecasting.window_scores import naive_series_scores, pooled_split_scores
+
+    panel = prepare(data_options.pop("dataset"), **data_options)
+    method = resolved.cell.naive_method
+    return {**evaluate_naive(panel, method, split="test"),
+            **pooled_split_scores(panel, lambda entity, one: naive_series_scores(one, method, "test"))}
 
 
 def checkpointed_epochs(run_dir: Path | None) -> int:

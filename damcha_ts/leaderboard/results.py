@@ -18,12 +18,16 @@ from damcha_ts.errors import DataError
 from damcha_ts.files import locked_folder, write_atomically
 from damcha_ts.leaderboard.paths import inside, safe_name
 
-# The issue fixes the first six columns; the rest say how the number was produced.
-RESULT_COLUMNS = ("dataset", "model", "horizon", "seed", "mse", "mae",
+# The issue fixes the first six columns; the next say how the number was produced; the last two are
+# scale-free scores on the original scale (MASE, season from the frequency; sMAPE, 0-2), empty in
+# rows written before they were (a file with the header without them is read as it is, and rewritten
+# with them when a row is added).
+LEGACY_COLUMNS = ("dataset", "model", "horizon", "seed", "mse", "mae",
                   "config_hash", "epochs_run", "best_epoch", "n_params", "seconds_per_epoch", "wall_seconds",
                   "versions", "hardware", "grid", "timestamp")
+RESULT_COLUMNS = (*LEGACY_COLUMNS, "mase", "smape")
 INT_COLUMNS = ("horizon", "seed", "epochs_run", "best_epoch", "n_params")
-FLOAT_COLUMNS = ("mse", "mae", "seconds_per_epoch", "wall_seconds")
+FLOAT_COLUMNS = ("mse", "mae", "seconds_per_epoch", "wall_seconds", "mase", "smape")
 
 # The columns whose values name files (prediction samples, plots): checked wherever rows come in.
 LABEL_COLUMNS = ("dataset", "model")
@@ -65,16 +69,17 @@ def read_results(path: str | Path) -> list[dict]:
         return []
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        if tuple(reader.fieldnames or ()) != RESULT_COLUMNS:
+        header = tuple(reader.fieldnames or ())
+        if header not in (RESULT_COLUMNS, LEGACY_COLUMNS):
             raise DataError(
                 f"{path}: header {reader.fieldnames} is not the leaderboard header {list(RESULT_COLUMNS)}"
             )
         rows = []
         for line, raw in enumerate(reader, start=2):
-            if None in raw or any(raw[c] is None for c in RESULT_COLUMNS):
-                raise DataError(f"{path}, line {line}: expected {len(RESULT_COLUMNS)} fields")
+            if None in raw or any(raw[c] is None for c in header):
+                raise DataError(f"{path}, line {line}: expected {len(header)} fields")
             try:
-                row = {c: _parse(raw[c], c) for c in RESULT_COLUMNS}
+                row = {c: _parse(raw.get(c, ""), c) for c in RESULT_COLUMNS}
             except ValueError as exc:
                 raise DataError(f"{path}, line {line}: {exc}") from exc
             check_labels(row, f"{path}, line {line}")
@@ -116,7 +121,7 @@ def add_results(path: str | Path, rows: Sequence[Mapping]) -> list[Mapping]:
     nothing new the file is not touched."""
     path = Path(path)
     for row in rows:
-        missing = [c for c in RESULT_COLUMNS if c not in row]
+        missing = [c for c in LEGACY_COLUMNS if c not in row]  # the scale-free scores are optional
         if missing:
             raise DataError(f"result row for {path} lacks columns {missing}")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +131,8 @@ def add_results(path: str | Path, rows: Sequence[Mapping]) -> list[Mapping]:
             stale.unlink(missing_ok=True)
         old = path.read_bytes() if path.exists() else b""
         # Reading refuses to extend a file that is not a leaderboard CSV.
-        present = {cell_key(done) for done in read_results(path)} if old else set()
+        done = read_results(path) if old else []
+        present = {cell_key(row) for row in done}
         new = []
         for row in rows:
             if cell_key(row) not in present:
@@ -134,13 +140,17 @@ def add_results(path: str | Path, rows: Sequence[Mapping]) -> list[Mapping]:
                 new.append(row)
         if not new:
             return []
+        appended = new
         if old and not old.endswith(b"\n"):
             old += b"\n"
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
-        if not old:
+        if old.split(b"\n", 1)[0].decode("utf-8").strip() != ",".join(RESULT_COLUMNS):
+            # Empty, or the header without the newer columns: every row written again under today's header.
             writer.writerow(RESULT_COLUMNS)
+            old = b""
+            new = [*done, *new]
         for row in new:
-            writer.writerow([_format(row[c]) for c in RESULT_COLUMNS])
+            writer.writerow([_format(row.get(c)) for c in RESULT_COLUMNS])
         write_atomically(path, old + buffer.getvalue().encode("utf-8"))
-    return new
+    return appended

@@ -10,7 +10,7 @@ import pytest
 
 from damcha_ts.errors import DataError
 from damcha_ts import files as files_module
-from damcha_ts.leaderboard.results import RESULT_COLUMNS, append_result, cell_key, read_results
+from damcha_ts.leaderboard.results import LEGACY_COLUMNS, RESULT_COLUMNS, append_result, cell_key, read_results
 
 
 def make_row(model="itransformer_mha", horizon=96, seed=1, mse=0.4, **extra):
@@ -19,7 +19,7 @@ def make_row(model="itransformer_mha", horizon=96, seed=1, mse=0.4, **extra):
         "config_hash": "abc123", "epochs_run": 4, "best_epoch": 1, "n_params": 1234,
         "seconds_per_epoch": 1.5, "wall_seconds": 7.25, "versions": "python=3.11 torch=2",
         "hardware": "cpu=x, threads=2", "grid": "configs/leaderboard/ett.yaml",
-        "timestamp": "2026-01-01T00:00:00+00:00",
+        "timestamp": "2026-01-01T00:00:00+00:00", "mase": 1.25, "smape": 0.31,
     }
     row.update(extra)
     return row
@@ -43,6 +43,25 @@ def test_append_and_read_round_trip(tmp_path):
         assert next(csv.reader(handle)) == list(RESULT_COLUMNS)
     assert {cell_key(row) for row in rows} == {cell_key(first), cell_key(second)}
     assert not list(tmp_path.glob("out/.leaderboard.csv.*.tmp"))
+
+
+def test_a_csv_from_before_the_scale_free_columns_is_read_and_extended_with_them(tmp_path):
+    """Rows written before MASE and sMAPE were scored (the header without them) read with NaN there;
+    adding a row rewrites the file under today's header, every old value kept digit for digit."""
+    path = tmp_path / "leaderboard.csv"
+    old = make_row(mse=0.1 + 0.2)
+    with path.open("w", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerows([LEGACY_COLUMNS, [repr(old[c]) if isinstance(old[c], float)
+                                                                             else old[c] for c in LEGACY_COLUMNS]])
+    legacy_line = path.read_text().splitlines()[1]
+    (read,) = read_results(path)
+    assert math.isnan(read["mase"]) and math.isnan(read["smape"])
+    assert {c: read[c] for c in LEGACY_COLUMNS} == {c: old[c] for c in LEGACY_COLUMNS}
+    new = make_row(seed=2, mase=0.8, smape=0.25)
+    assert append_result(path, new)
+    lines = path.read_text().splitlines()
+    assert lines == [",".join(RESULT_COLUMNS), legacy_line + ",,", lines[2]]
+    assert read_results(path)[1] == new
 
 
 def test_a_cell_that_already_has_a_row_is_not_appended_again(tmp_path):
