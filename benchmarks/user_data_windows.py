@@ -68,14 +68,20 @@ def run(datasets: list[str] | None, models: list[str] | None, force: bool) -> No
 
     torch.set_num_threads(1)
     probe, known = yaml.safe_load(CONFIG.read_text()), {d["name"]: d for d in bench.load_config()["datasets"]}
-    for name in [d for d in probe["datasets"] if not datasets or d in datasets]:
-        frame = bench.load_dataset(known[name])
-        for spec in [m for m in probe["models"] if not models or m["name"] in models]:
-            path = RESULTS / f"{name}__{spec['name']}.json"
+    for entry in probe["datasets"]:
+        label, cut = entry.get("label", entry["name"]), int(entry.get("end_rows_before", 0))
+        if datasets and label not in datasets:
+            continue
+        dataset = {**known[entry["name"]], "name": label}
+        frame = bench.load_dataset(known[entry["name"]])
+        frame = frame.iloc[:len(frame) - cut]
+        chosen = [m for m in probe["models"] if m["name"] in entry.get("models", [m["name"]])]
+        for spec in [m for m in chosen if not models or m["name"] in models]:
+            path = RESULTS / f"{label}__{spec['name']}.json"
             if path.exists() and not force:
                 continue
-            bench.log(f"{name} x {spec['name']}")
-            bench.write_json(path, run_cell(known[name], spec, frame))
+            bench.log(f"{label} x {spec['name']}")
+            bench.write_json(path, run_cell(dataset, spec, frame))
 
 
 def report() -> None:
