@@ -27,7 +27,8 @@ How :meth:`AutoSearch.fit_data` runs:
 ``storage=`` (a SQLite file or an Optuna storage URL) keeps the study: the same fit on the same data
 continues it (its trials are kept and count; the budget is this fit's), and the same fit running on
 other machines at the same time, on one database, joins it (docs/forecasting.md, "More machines"). The sampler is seeded from
-``random_state`` and the number of trials the study holds; what a budget covers depends on the machine.
+``random_state`` and the number of trials the study holds (with ``storage=``, from the process too, so that machines
+sharing the study draw different candidates); what a budget covers depends on the machine.
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ import math
 import numbers
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
 import warnings
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +194,9 @@ class AutoSearch:
             trial.set_user_attr("worker", os.getpid())
             if candidate.key not in outcomes and run.storage is not None:
                 outcomes.update(scored_candidates(study))  # another process or machine may have scored it since
+                if trained_elsewhere(study, candidate.key, trial.number):
+                    trial.set_user_attr("reason", "being trained by another process")
+                    raise optuna.TrialPruned("being trained by another process")
             if candidate.key in outcomes:
                 repeats[0] += 1
                 if repeats[0] >= MAX_REPEATS:  # a small space, searched through
@@ -348,7 +354,10 @@ class AutoSearch:
                 existing = len(optuna.load_study(study_name=name, storage=storage).trials)
         if existing:
             self._say(f"continuing study {name}: {existing} trials so far")
-        seed = int(np.random.SeedSequence([self.base.training.seed, existing, worker]).generate_state(1)[0])
+        entropy = [self.base.training.seed, existing, worker]
+        if self.storage is not None:  # processes on other machines may open the study at the same moment: each draws its own
+            entropy.append(zlib.crc32(f"{socket.gethostname()}:{os.getpid()}".encode()))
+        seed = int(np.random.SeedSequence(entropy).generate_state(1)[0])
         return optuna.create_study(
             study_name=name, storage=storage, load_if_exists=True, direction="minimize",
             # With storage, other processes or machines may be drawing from the study too: running trials count as bad.
@@ -394,6 +403,14 @@ def scored_candidates(study) -> dict[str, tuple[float | None, str | None]]:
     return {t.user_attrs["candidate"]: (t.value, t.user_attrs.get("reason"))
             for t in study.get_trials(deepcopy=False) if "candidate" in t.user_attrs
             and (t.state.name == "COMPLETE" or (t.state.name == "FAIL" and "reason" in t.user_attrs))}
+
+
+def trained_elsewhere(study, key: str, number: int) -> bool:
+    """Whether another trial of the study (another process's) is training candidate ``key`` right now."""
+    from optuna.trial import TrialState
+
+    return any(t.user_attrs.get("candidate") == key and t.number != number
+               for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
 
 
 @dataclass

@@ -217,7 +217,7 @@ def _rdb_storage(url: str, **kwargs):
 
     Machines (or processes) started together on an empty database all create Optuna's tables; the
     losers fail (PostgreSQL: "duplicate key value violates unique constraint", "relation ... already
-    exists"; SQLite: "table ... already exists", "UNIQUE constraint failed"). The winner's tables are there a moment later, so
+    exists"; SQLite: "table ... already exists", "UNIQUE constraint failed"; MySQL: "Duplicate entry"). The winner's tables are there a moment later, so
     opening again succeeds."""
     import optuna
     from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
@@ -226,7 +226,7 @@ def _rdb_storage(url: str, **kwargs):
         try:
             return optuna.storages.RDBStorage(url, **kwargs)
         except (IntegrityError, OperationalError, ProgrammingError) as exc:
-            if not re.search(r"duplicate key|already exists|UNIQUE constraint failed", str(exc)):
+            if not re.search(r"duplicate (key|entry)|already exists|UNIQUE constraint failed", str(exc), re.IGNORECASE):
                 raise
             time.sleep(0.2 * attempt)
     return optuna.storages.RDBStorage(url, **kwargs)

@@ -223,9 +223,10 @@ def test_fits_on_several_machines_share_one_study_through_the_storage(data_root,
     pids = {machine.pid for machine in machines}
     for index in range(2):
         trials = pd.read_csv(tmp_path / f"machine_{index}" / "auto_trials.csv")
-        trained = trials[trials.model == "linear"]
-        assert set(trained.worker) == pids  # each machine's table holds the other's trials
-        assert trained.number.is_unique and (trained.state == "COMPLETE").any()
+        trained = trials[(trials.model == "linear") & (trials.state == "COMPLETE") & (trials.seconds > 0)]
+        assert set(trained.worker) == pids  # each machine trained candidates, and its table holds the other's
+        # The machines drew different candidates (their samplers are seeded apart) and trained none twice.
+        assert not trained.duplicated(subset=["lookback", "learning_rate", "max_steps"]).any()
         chosen = json.loads((tmp_path / f"machine_{index}" / "metrics.json").read_text())["chosen"]
         assert chosen["validation_mase"] == trials.validation_mase.min()
 
@@ -259,3 +260,23 @@ def test_a_candidate_another_machine_scored_meanwhile_is_not_trained_again(etth1
     assert [t.state.name for t in mine] == ["COMPLETE", "COMPLETE"]
     assert mine[0].user_attrs["seconds"] > 0  # trained here
     assert (mine[1].value, mine[1].user_attrs["seconds"]) == (0.5, 0.0)  # machine b's score, nothing trained
+
+
+def test_a_candidate_another_machine_is_training_is_not_trained_here_too(etth1, tmp_path):
+    """Machines that draw the same candidate at the same moment (the queued first trials, which every
+    machine queues): the one that finds it RUNNING elsewhere prunes its copy, with the reason, untrained."""
+    import optuna
+
+    storage = tmp_path / "auto.db"
+    search = auto(search={**SMALL, "max_trials": 1}, storage=storage)._search
+    first, run = search.setup(etth1, {}, 120.0)
+    study = search.study(first, run)
+    params = {"model": "linear", "lookback": 24, "learning_rate": 0.002, "max_steps": 40}
+    elsewhere = optuna.load_study(study_name=study.study_name, storage=f"sqlite:///{storage}")
+    running = elsewhere.ask()  # machine b's trial, in progress
+    running.set_user_attr("candidate", json.dumps(params, sort_keys=True))
+    study.enqueue_trial(params)
+    search.optimize(study, run)
+    (mine,) = [t for t in study.trials if t.number != running.number and t.params == params]
+    assert mine.state.name == "PRUNED" and mine.user_attrs["reason"] == "being trained by another process"
+    assert "seconds" not in mine.user_attrs  # nothing trained

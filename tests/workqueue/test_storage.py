@@ -32,7 +32,7 @@ def empty_database(postgres_url):
     server = sqlalchemy.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
     with server.connect() as connection:
         connection.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
-    yield postgres_url.rsplit("/", 1)[0] + f"/{name}"
+    yield sqlalchemy.engine.make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
     with server.connect() as connection:
         connection.execute(sqlalchemy.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
     server.dispose()
@@ -52,4 +52,7 @@ def test_machines_started_together_on_an_empty_database_all_open_it(kind, tmp_pa
         process.start()
     for process in processes:
         process.join(timeout=120)
+        if process.is_alive():  # hung: stop it, and say so rather than wait on an empty queue
+            process.terminate()
+            pytest.fail("a process opening the storage hung for 120 s")
     assert sorted(outcomes.get(timeout=5) for _ in processes) == ["opened"] * PROCESSES
