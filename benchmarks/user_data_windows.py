@@ -13,13 +13,15 @@ One JSON per (dataset, model) in ``results/user_data_windows/``; the report is `
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-import user_data as bench
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import user_data as bench  # noqa: E402  (the benchmark: protocol, datasets, model kinds)
 
 ROOT = Path(__file__).resolve().parent
 CONFIG = ROOT / "user_data_windows.yaml"
