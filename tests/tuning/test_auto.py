@@ -202,7 +202,7 @@ def test_lookbacks_that_leave_no_training_window_are_refused_before_any_training
 def test_fits_on_several_machines_share_one_study_through_the_storage(data_root, tmp_path, postgres_url):
     """Two separate processes (as two machines: nothing shared but the PostgreSQL database) run the same
     ``fit --model auto --storage URL`` on the same file: they join one study, each trains candidates in
-    it, and each picks from the trials of both."""
+    it, and the one that finishes last picks from the trials of both (the first, from those finished by then)."""
     import subprocess
     import sys
     import uuid
@@ -221,14 +221,17 @@ def test_fits_on_several_machines_share_one_study_through_the_storage(data_root,
     for machine, (_, stderr) in zip(machines, outputs):
         assert machine.returncode == 0, stderr
     pids = {machine.pid for machine in machines}
-    for index in range(2):
+    workers = []
+    for index, machine in enumerate(machines):
         trials = pd.read_csv(tmp_path / f"machine_{index}" / "auto_trials.csv")
         trained = trials[(trials.model == "linear") & (trials.state == "COMPLETE") & (trials.seconds > 0)]
-        assert set(trained.worker) == pids  # each machine trained candidates, and its table holds the other's
+        assert machine.pid in set(trained.worker)  # each machine trained candidates of its own
         # The machines drew different candidates (their samplers are seeded apart) and trained none twice.
         assert not trained.duplicated(subset=["lookback", "learning_rate", "max_steps"]).any()
         chosen = json.loads((tmp_path / f"machine_{index}" / "metrics.json").read_text())["chosen"]
         assert chosen["validation_mase"] == trials.validation_mase.min()
+        workers.append(set(trained.worker))
+    assert pids in workers  # the table of the last to finish holds the other's trials too
 
 
 def test_a_candidate_another_machine_scored_meanwhile_is_not_trained_again(etth1, tmp_path):
