@@ -462,15 +462,23 @@ PEERS = ("Naive", "SeasonalNaive", "AutoETS", "NHITS", "TSMixer", "iTransformer"
 AUTO = "damcha_ts_auto"
 
 
-def auto_section(config: dict, cells: pd.DataFrame) -> list[str]:
-    """Issue 35: what Forecaster("auto") chose per dataset and why, its targets against the peers, and its
-    test MASE against its best baseline on validation (never worse by more than its validation-to-test gap)."""
+def auto_models(config: dict) -> list[str]:
+    """The names of the ``Forecaster("auto")`` rows (issue 35), the first one the committed target row."""
+    return [m["name"] for m in config["models"] if m.get("model") == "auto"]
+
+
+def auto_section(config: dict, cells: pd.DataFrame, name: str = AUTO) -> list[str]:
+    """Issue 35: what Forecaster("auto") (the row ``name``) chose per dataset and why, its targets against the
+    peers, and its test MASE against its best baseline on validation (never worse by more than its
+    validation-to-test gap)."""
     records = {d["name"]: json.loads(path.read_text()) for d in config["datasets"]
-               if (path := cell_path(d["name"], AUTO)).exists() and "error" not in json.loads(path.read_text())}
+               if (path := cell_path(d["name"], name)).exists() and "error" not in json.loads(path.read_text())}
     if not records:
         return []
-    lines = ["", f"## {AUTO}: what the search chose (issue 35)", "",
-             "`Forecaster(\"auto\", horizon=H, time_budget=300, random_state=0)`, fitted as the defaults are (`test_size=0`): "
+    options = next(m for m in config["models"] if m["name"] == name).get("options", {})
+    lines = ["", f"## {name}: what the search chose (issue 35)", "",
+             f"`Forecaster(\"auto\", horizon=H, time_budget={options.get('time_budget', 300)}, "
+             f"random_state={options.get('random_state', SEED)})`, fitted as the defaults are (`test_size=0`): "
              "candidates train on the rows before the validation tail and are scored by MASE on it (season from the "
              "frequency, so for co2 and sunspots, whose frequency's season is 1, validation MASE is on another scale "
              "than the table's); the chosen one is refitted on all training rows. Gap: test MASE minus validation "
@@ -479,20 +487,20 @@ def auto_section(config: dict, cells: pd.DataFrame) -> list[str]:
              "| dataset | chosen | lookback | trials (complete / pruned / failed) | search s | final fit s | validation MASE | "
              "test MASE | gap | best baseline | its validation MASE | its test MASE | test: auto − baseline | within the gap |",
              "|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
-    for name, record in records.items():
+    for dataset, record in records.items():
         search, baseline = record["details"]["fit_result"]["auto"], record["details"].get("best_baseline", {})
         chosen, trials = search["chosen"], search["trials"]
         states = [sum(t["state"] == state for t in trials) for state in ("COMPLETE", "PRUNED", "FAIL")]
         gap = record["mase"] - chosen["validation_mase"]
         worse = record["mase"] - baseline.get("mase", np.nan)
-        lines.append(f"| {name} | {chosen['model']} | {chosen['lookback']} | {' / '.join(map(str, states))} | "
+        lines.append(f"| {dataset} | {chosen['model']} | {chosen['lookback']} | {' / '.join(map(str, states))} | "
                      f"{search['search_seconds']:.0f} | {search['final_fit_seconds']:.0f} | {chosen['validation_mase']:.3f} | "
                      f"{record['mase']:.3f} | {gap:+.3f} | {baseline.get('model', '–')} | "
                      f"{baseline.get('validation_mase', np.nan):.3f} | {baseline.get('mase', np.nan):.3f} | {worse:+.3f} | "
                      f"{'yes' if worse <= abs(gap) else '**no**'} |")
     mase = cells.pivot(index="dataset", columns="model", values="mase")
     peers = [m for m in PEERS if m in mase and m != "PatchTST_5000"]
-    ratios = {d: mase.loc[d, AUTO] / mase.loc[d, peers].min() for d in records}
+    ratios = {d: mase.loc[d, name] / mase.loc[d, peers].min() for d in records}
     full = [m["name"] for m in config["models"] if m["name"] in mase and not m.get("datasets")]
     means = {m: geometric_mean(mase.loc[list(records), m]) for m in full if mase.loc[list(records), m].notna().all()}
     best = min(means, key=means.get)
@@ -586,8 +594,9 @@ def report() -> None:
     defaults = tuple(m["name"] for m in config["models"] if m["kind"] == "damcha_ts"
                      and not (m.get("model") or m.get("options") or m.get("fit_options") or m.get("datasets")
                               or m.get("ignore_covariates")))
-    REPORT.write_text("\n".join(header) + "\n" + report_tables(cells, config, (*defaults, AUTO))
-                      + "\n".join(auto_section(config, cells)) + "\n")
+    autos = auto_models(config)
+    REPORT.write_text("\n".join(header) + "\n" + report_tables(cells, config, (*defaults, *autos))
+                      + "\n".join(line for name in autos for line in auto_section(config, cells, name)) + "\n")
     plot(cells, config)
     log(f"wrote {REPORT} and {FIGURE}")
 
