@@ -74,8 +74,9 @@ def run(datasets: list[str] | None, models: list[str] | None, force: bool) -> No
         label, cut = entry.get("label", entry["name"]), int(entry.get("end_rows_before", 0))
         if datasets and label not in datasets:
             continue
-        dataset = {**known[entry["name"]], "name": label}
-        frame = bench.load_dataset(known[entry["name"]])
+        dataset = {**known[entry["name"]], "name": label,
+                   **{key: entry[key] for key in ("future_covariates",) if key in entry}}
+        frame = bench.load_dataset(dataset)
         frame = frame.iloc[:len(frame) - cut]
         chosen = [m for m in probe["models"] if m["name"] in entry.get("models", [m["name"]])]
         for spec in [m for m in chosen if not models or m["name"] in models]:
