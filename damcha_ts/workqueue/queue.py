@@ -23,6 +23,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from damcha_ts.workqueue.storage import signals_held
+
 # User attribute of a claimed trial: which worker runs it ("host:pid"), for --status and reports.
 WORKER_ATTR = "worker"
 # User attribute of a trial failed by its objective: the traceback (a stale trial has none).
@@ -186,7 +188,7 @@ class StudyQueue:
         import optuna
         from optuna.trial import TrialState
 
-        with _signals_held():
+        with signals_held():
             frozen = self.storage.get_trial(trial)
             if frozen.state != TrialState.RUNNING:
                 return
@@ -222,28 +224,6 @@ def _tell_unless_finished(study, trial, *args, **kwargs) -> None:
 
 class Superseded(Exception):
     """The trial was failed as stale and queued again while this worker still ran it: drop the result."""
-
-
-@contextlib.contextmanager
-def _signals_held():
-    """SIGINT and SIGTERM that arrive in the block are raised when it is done. Python runs signal
-    handlers in the main thread whichever thread the signal reaches, so handlers that only note the
-    signal defer it reliably (a thread mask would not: other threads would still take it)."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    arrived: list[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
-    previous = {number: signal.signal(number, lambda signum, frame: arrived.append(signum)) for number in held}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        for number in dict.fromkeys(arrived):
-            signal.raise_signal(number)
 
 
 class Heartbeat:

@@ -14,9 +14,12 @@ name before a run starts; reading it (``leaderboard --status``) works.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import signal
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -172,8 +175,8 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
 
         path = Path(url[len(JOURNAL_PREFIX) :])
         path.parent.mkdir(parents=True, exist_ok=True)
-        return _heartbeat_journal_class()(JournalFileBackend(str(path)), heartbeat_interval, grace_period,
-                                          retry_callback(max_retry))
+        return interrupts_deferred(_heartbeat_journal_class()(JournalFileBackend(str(path)), heartbeat_interval,
+                                                              grace_period, retry_callback(max_retry)))
 
     engine_kwargs = {}
     sqlite = sqlite_path(url) is not None
@@ -192,7 +195,7 @@ def open_storage(url: str, *, heartbeat_interval: int, grace_period: int, max_re
         try:
             storage = _rdb_storage(url, engine_kwargs=engine_kwargs, grace_period=grace_period,
                                    heartbeat_interval=heartbeat_interval, **callback)
-            return _serialised_sqlite(storage) if sqlite else storage
+            return interrupts_deferred(_serialised_sqlite(storage) if sqlite else storage)
         except ImportError as exc:
             hint = ""
             if url.startswith("postgresql://"):  # SQLAlchemy 2.1 reads it as psycopg (3)
@@ -299,6 +302,51 @@ def _serialised_sqlite(storage):
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return storage
+
+
+def interrupts_deferred(storage):
+    """``storage`` with every call run whole before a Ctrl+C or SIGTERM that arrives meanwhile is raised.
+
+    Raised inside SQLAlchemy's session code (after ``BEGIN IMMEDIATE``, or while the session closes),
+    the KeyboardInterrupt leaves a connection checked out in its transaction, kept alive by the
+    exception's frames; the worker's next call, which puts the interrupted trial back in the queue,
+    then waited for that connection's lock (``_SQLITE_LOCK_TIMEOUT_S``) and failed, or found the
+    session unusable (``IllegalStateChangeError``). Raised between two calls, it finds no transaction
+    open. (Wrapped on the instance: Optuna's own calls from one method to another go through it too.)"""
+    for name in dir(type(storage)):
+        method = getattr(storage, name)
+        if not name.startswith("__") and callable(method) and not isinstance(method, type):
+            setattr(storage, name, _deferring(method))
+    return storage
+
+
+def _deferring(method):
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        with signals_held():
+            return method(*args, **kwargs)
+
+    return call
+
+
+@contextlib.contextmanager
+def signals_held():
+    """SIGINT and SIGTERM that arrive in the block are raised when it is done. Python runs signal
+    handlers in the main thread whichever thread the signal reaches, so handlers that only note the
+    signal defer it reliably (a thread mask would not: other threads would still take it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.signal(number, lambda signum, frame: arrived.append(signum)) for number in held}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number in dict.fromkeys(arrived):
+            signal.raise_signal(number)
 
 
 def retry_callback(max_retry: int | None):
