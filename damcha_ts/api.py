@@ -172,8 +172,8 @@ class Forecaster:
         return type(self)(**copy.deepcopy(self.get_params()))
 
     def estimator(self) -> Estimator:
-        """The :class:`~damcha_ts.forecasting.estimator.Estimator` that ``fit`` trains with."""
-        return self._estimator
+        """The :class:`~damcha_ts.forecasting.estimator.Estimator` that ``fit`` trains with (``"auto"``: the chosen one)."""
+        return self._search.chosen_estimator(self.fit_result_) if self._search else self._estimator
 
     # ------------------------------------------------------------------ fitting
     def fit(self, data: Any = None, *, refit: bool = False, **data_options: Any) -> Forecaster:

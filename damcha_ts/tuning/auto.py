@@ -118,6 +118,17 @@ class AutoSearch:
         self.space, self.storage, self.verbose = AutoSpace.of(search), storage, base.verbose
         self.study_name: str | None = None  # set in helper processes: the study their search shares
 
+    def chosen_estimator(self, facts: Mapping[str, Any]):
+        """The Estimator of the candidate a fit chose (``facts``: its ``fit_result_``), as the final fit
+        made it but for the time cap; before a fit there is none to give."""
+        if "auto" not in facts:
+            raise ConfigError("model='auto' chooses its estimator in fit; fit first (fit_result_['auto']['chosen'] "
+                              "then names the candidate, and estimator() returns it)")
+        chosen = dict(facts["auto"]["chosen"])
+        settings = {k: v for k, v in chosen.items() if k not in ("model", "lookback", "validation_mase", "trial")}
+        return Candidate(chosen["model"], chosen["lookback"], settings).estimator(self.base, self.horizon,
+                                                                                  self.base.trainer_kwargs)
+
     # ------------------------------------------------------------------ the search
     def fit_data(self, data: Any, options: Mapping[str, Any], *, refit: bool = True):
         """The Predictor of the best candidate for ``data``, prepared with ``options`` (``prepare``'s, the

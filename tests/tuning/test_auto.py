@@ -32,6 +32,8 @@ def auto(**keywords) -> Forecaster:
 
 def test_a_budget_too_small_for_a_trained_candidate_returns_the_best_baseline_and_says_so(etth1):
     forecaster = auto(time_budget=0.01)
+    with pytest.raises(ConfigError, match="chooses its estimator in fit; fit first"):
+        forecaster.estimator()
     with pytest.warns(BudgetWarning, match="no time for a trained candidate: returning the best baseline"):
         forecaster.fit(etth1)
     board = forecaster.leaderboard_
@@ -40,6 +42,8 @@ def test_a_budget_too_small_for_a_trained_candidate_returns_the_best_baseline_an
     chosen = forecaster.fit_result_["auto"]["chosen"]
     assert chosen["model"] == scored.iloc[0].model and chosen["validation_mase"] == scored.validation_mase.min()
     assert forecaster.model_config["name"] == chosen["model"]
+    assert forecaster.estimator().model_config["name"] == chosen["model"]  # not the default the search started from
+    assert forecaster.estimator().model_config["seq_len"] == chosen["lookback"]
     assert forecaster.predict().shape == (H, 2)
 
 
