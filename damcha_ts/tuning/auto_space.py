@@ -43,7 +43,7 @@ class AutoSpace:
     max_steps: tuple[int, ...] = (250, 500, 1000, 2000)
     d_model: tuple[int | None, ...] = (None, 64, 128, 256)
     dropout: tuple[float, float] = (0.0, 0.3)
-    max_trials: int | None = None  # at most this many trained trials per fit, all workers together (None: the budget decides)
+    max_trials: int | None = None  # at most this many trials per fit, all workers together, repeated draws too (None: the budget decides)
 
     @classmethod
     def of(cls, search: Any) -> AutoSpace:
