@@ -377,14 +377,15 @@ class AutoSearch:
 
     def _fingerprint(self, panel, run: _Run) -> str:
         """What makes a study the same one: everything a candidate's score depends on. The data's train
-        and validation rows (targets and covariates), columns, frequency, modes and scaler, the static
+        and validation rows (targets and covariates) and the border between them, columns, frequency, modes and scaler, the static
         covariates, the horizon, the space, the seed, the quantiles and the value policy."""
         digest = hashlib.sha256()
         for series in panel.series:
             rows = series.borders["val"][1]
             digest.update(np.ascontiguousarray(series.history_rows()[:rows]).tobytes())
-            digest.update(json.dumps([list(map(str, series.history_columns)), str(series.timestamps[0]), rows,
-                                      series.freq, series.features, series.target]).encode())
+            digest.update(json.dumps([list(map(str, series.history_columns)), str(series.timestamps[0]),
+                                      series.borders["train"], rows, series.freq, series.features,
+                                      series.target]).encode())
         if panel.static_values is not None:
             digest.update(np.ascontiguousarray(panel.static_values).tobytes())
         space = {k: v for k, v in dataclasses.asdict(self.space).items() if k != "max_trials"}  # a limit, not a point

@@ -20,7 +20,8 @@ from damcha_ts.errors import ConfigError, ConvergenceWarning
 
 def pruning_callback(trial):
     """A Lightning callback that reports each inner validation loss to ``trial`` (at the optimiser
-    step) and stops training, gracefully, when Optuna's pruner says so (``pruned_at``: the step)."""
+    step) and stops training, gracefully, when Optuna's pruner says so (``pruned_at``: the step); not
+    at the last step, where there is nothing left to save and the candidate is scored as it is."""
     import lightning as L
 
     class Pruning(L.Callback):
@@ -31,7 +32,8 @@ def pruning_callback(trial):
             if trainer.sanity_checking or loss is None or not math.isfinite(float(loss)):
                 return
             trial.report(float(loss), step=int(trainer.global_step))
-            if trial.should_prune():
+            last = 0 <= trainer.max_steps <= trainer.global_step
+            if not last and trial.should_prune():
                 self.pruned_at, trainer.should_stop = int(trainer.global_step), True
 
     return Pruning()

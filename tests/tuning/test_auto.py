@@ -4,6 +4,7 @@ scored on the validation rows only (damcha_ts/tuning/auto.py). Real data: the fi
 from __future__ import annotations
 
 import json
+import math
 import time
 import warnings
 
@@ -13,7 +14,8 @@ import pytest
 
 from damcha_ts import Forecaster
 from damcha_ts.errors import BudgetWarning, ConfigError
-from damcha_ts.tuning.auto_space import FIXED_RULES
+from damcha_ts.tuning.auto_space import FIXED_RULES, Candidate
+from damcha_ts.tuning.auto_trials import quiet_search
 
 QUIET = {"enable_progress_bar": False, "logger": False}
 # A space small enough for a test: two rules and a short linear model, one lookback.
@@ -287,3 +289,39 @@ def test_a_candidate_another_machine_is_training_is_not_trained_here_too(etth1, 
     (mine,) = [t for t in study.trials if t.number != running.number and t.params == params]
     assert mine.state.name == "PRUNED" and mine.user_attrs["reason"] == "being trained by another process"
     assert "seconds" not in mine.user_attrs  # nothing trained
+
+
+def test_a_study_kept_in_storage_is_another_one_when_the_validation_rows_move(etth1, tmp_path):
+    """The same data and test rows with another validation split is another study: its candidates'
+    scores (the rules' kept in the study among them) are not taken from the first."""
+    storage = tmp_path / "auto.db"
+    with pytest.warns(BudgetWarning):
+        first = auto(time_budget=0.01, search=SMALL, storage=storage).fit(etth1, val_size=0.1, test_size=0.2)
+    with pytest.warns(BudgetWarning):
+        second = auto(time_budget=0.01, search=SMALL, storage=storage).fit(etth1, val_size=0.2, test_size=0.2)
+    one, two = (f.fit_result_["auto"] for f in (first, second))
+    assert one["study_name"] != two["study_name"]
+    naive = [f.leaderboard_.set_index("model").validation_mase["seasonal_naive"] for f in (first, second)]
+    assert naive[0] != pytest.approx(naive[1])
+
+
+def test_a_candidate_the_pruner_would_stop_at_its_last_step_is_scored_not_pruned(etth1):
+    """Three earlier trials with a far lower inner loss at every step: the pruner says stop at each
+    report. Before the last step the candidate is pruned; at its last step, trained to the end, it
+    keeps its validation score (it was thrown away)."""
+    import optuna
+
+    search = auto(search=SMALL)._search
+    first, run = search.setup(etth1, {}, 120.0)
+    study = search.study(first, run)
+    for _ in range(3):
+        study.add_trial(optuna.trial.create_trial(value=0.1, intermediate_values={s: 1e-6 for s in range(0, 401, 10)}))
+    panel = run.search_panel(24)
+    # Trained to step 100, its last (validations at 50 and 100).
+    last_only = Candidate("linear", 24, {"learning_rate": 1e-3, "max_steps": 100})
+    with quiet_search():
+        assert math.isfinite(search._run_trial(study.ask(), last_only, panel, run.season, 60.0))
+    # Trained to step 400: at step 100 (past the pruner's warm-up) it is stopped.
+    longer = Candidate("linear", 24, {"learning_rate": 1e-3, "max_steps": 400})
+    with quiet_search(), pytest.raises(optuna.TrialPruned, match="pruned at step 100"):
+        search._run_trial(study.ask(), longer, panel, run.season, 60.0)
