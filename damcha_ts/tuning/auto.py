@@ -74,6 +74,8 @@ DEFAULT_TIME_BUDGET = 300.0
 FINAL_FIT_FACTOR = 3.0
 #: The search ends after this many trials in a row drew a candidate already scored.
 MAX_REPEATS = 20
+#: ... or after this many trained candidates in a row failed (a setting every one of them shares is wrong).
+MAX_FAILURES = 10
 #: The study's user attribute holding the fixed rules' scores (they are not trials: nothing to sample).
 RULES_ATTR = "rules"
 #: A trained trial is not started with less time than this left.
@@ -197,7 +199,7 @@ class AutoSearch:
         if not run.trained:
             return
         outcomes = scored_candidates(study)
-        repeats = [0]  # trials in a row that drew a candidate already scored
+        repeats, failures = [0], [0]  # trials in a row that drew a candidate already scored; that failed training
 
         def objective(trial) -> float:
             candidate = sample(trial, self.space, run.trained, run.lookbacks)
@@ -232,8 +234,11 @@ class AutoSearch:
             except (ConfigError, DataError) as error:
                 trial.set_user_attr("reason", str(error)[:500])
                 outcomes[candidate.key] = (None, str(error)[:500])
+                failures[0] += 1
+                if failures[0] >= MAX_FAILURES:
+                    study.stop()
                 raise
-            outcomes[candidate.key] = (value, None)
+            outcomes[candidate.key], failures[0] = (value, None), 0
             return value
 
         for params in first_candidates(self.space, run.base_lookback, run.trained) if worker == 0 else ():
@@ -287,7 +292,7 @@ class AutoSearch:
         if not run.trained or any(is_trained(row["model"]) for row in completed):
             return
         failed = [row for row in summary if is_trained(row["model"]) and row["state"] == "FAIL"]
-        if failed and not any(row.get("reason") == "time budget spent" for row in summary):
+        if failed:  # the budget let them run (the search's last trial is always one the budget stopped)
             warnings.warn(f"every trained candidate failed ({failed[0]['model']}: {failed[0].get('reason')}): returning "
                           f"the best fixed rule, {chosen.model} (validation MASE {value:.4f})", BudgetWarning, stacklevel=5)
         else:

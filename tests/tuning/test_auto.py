@@ -325,3 +325,19 @@ def test_a_candidate_the_pruner_would_stop_at_its_last_step_is_scored_not_pruned
     longer = Candidate("linear", 24, {"learning_rate": 1e-3, "max_steps": 400})
     with quiet_search(), pytest.raises(optuna.TrialPruned, match="pruned at step 100"):
         search._run_trial(study.ask(), longer, panel, run.season, 60.0)
+
+
+def test_when_every_trained_candidate_fails_the_search_stops_and_says_why(etth1):
+    """A setting every trained candidate shares is wrong (d_model 7 for 8 heads): the search stops
+    after MAX_FAILURES of them in a row (it drew thousands in its budget) and returns the best rule,
+    saying the candidates failed and why (it blamed the time budget)."""
+    from damcha_ts.tuning.auto import MAX_FAILURES
+
+    forecaster = auto(time_budget=60, search={"models": ["naive", "itransformer_mha"], "lookbacks": [24],
+                                              "max_steps": [40], "d_model": [7]})
+    with pytest.warns(BudgetWarning, match=r"every trained candidate failed \(itransformer_mha: d_model=7 must be "
+                                           r"divisible by n_heads=8\): returning the best fixed rule, naive"):
+        forecaster.fit(etth1)
+    board = forecaster.leaderboard_
+    assert (board[board.model == "itransformer_mha"].state == "FAIL").sum() == MAX_FAILURES
+    assert forecaster.fit_result_["auto"]["chosen"]["model"] == "naive"
