@@ -83,7 +83,7 @@ def register(subparsers) -> None:
     search.add_argument("--time-budget", type=float, metavar="SECONDS",
                         help="seconds the search and the final fit may take (default 300)")
     search.add_argument("--search", metavar="FILE", help="YAML file narrowing or widening the space (AutoSpace keys)")
-    search.add_argument("--storage", help="SQLite file or Optuna storage URL keeping the study: the same command continues it, "
+    search.add_argument("--storage", help="SQLite file or Optuna storage URL keeping the study: the same command (with --overwrite or a new --out) continues it, "
                         "and run on other machines at once with one database (PostgreSQL), joins it")
     search.add_argument("--seed", type=int, help="the search's and every candidate's seed (default: Forecaster's)")
     search.add_argument("--workers", type=int, metavar="K", help="processes running trials of the one study (default 1)")

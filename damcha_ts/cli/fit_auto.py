@@ -24,7 +24,8 @@ def run_auto(args: argparse.Namespace) -> int:
     """``--data FILE --model auto``: ``Forecaster("auto")`` fitted on the CSV; DIR receives ``model/``,
     ``auto_trials.csv`` (every candidate: validation MASE, seconds, state) and ``metrics.json`` (the
     choice and, with a test split, its test scores); stdout the top of the table. SIGTERM / Ctrl+C
-    exit 143 / 130; a study kept with ``--storage`` keeps its finished trials and the same command continues it."""
+    exit 143 / 130; a study kept with ``--storage`` keeps its finished trials and the same command continues it
+    (into a new ``--out``, or with ``--overwrite``)."""
     from damcha_ts import Forecaster
 
     if args.config or not args.data:
@@ -35,7 +36,7 @@ def run_auto(args: argparse.Namespace) -> int:
         raise ConfigError(f"--model auto takes no {', '.join(refused)}: it searches the lookback and the settings "
                           "(narrow them with --search FILE; continue a search with --storage)")
     out_dir = Path(args.out)
-    check_out_dir(out_dir, resume=False, overwrite=args.overwrite, config_hash=AUTO_RUN)
+    check_out_dir(out_dir, resume=False, overwrite=args.overwrite, config_hash=AUTO_RUN, resumable=False)
     seed = {} if args.seed is None else {"random_state": args.seed}  # else Forecaster's default seed
     forecaster = Forecaster(
         "auto", horizon=args.horizon or ProtocolOptions.pred_len, time_budget=args.time_budget, search=args.search,

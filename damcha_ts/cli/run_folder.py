@@ -22,10 +22,12 @@ RUN_MARKERS = ("checkpoints", "logs", "model", "metrics.json")
 FAILED_MARKER = "fit_failed.txt"
 
 
-def check_out_dir(out_dir: Path, *, resume: bool, overwrite: bool, config_hash: str | None = None) -> None:
+def check_out_dir(out_dir: Path, *, resume: bool, overwrite: bool, config_hash: str | None = None,
+                  resumable: bool = True) -> None:
     """Refuse to train over an earlier run unless asked to continue (--resume) or replace it
     (--overwrite): a typo in --out must not cost a finished model. A run of this same config whose
-    fit failed (FAILED_MARKER) holds no result to lose: the same command starts it over."""
+    fit failed (FAILED_MARKER) holds no result to lose: the same command starts it over. A command
+    without --resume (``resumable=False``: ``fit --model auto``, whose study --storage keeps) is not told to add it."""
     if resume and overwrite:
         raise ConfigError("--resume continues the run in --out and --overwrite replaces it: give one")
     if out_dir.exists() and not out_dir.is_dir():
@@ -36,8 +38,10 @@ def check_out_dir(out_dir: Path, *, resume: bool, overwrite: bool, config_hash: 
         unfinished = (f" (an unfinished run of another config: {out_dir / FAILED_MARKER})"
                       if failed is not None else "")
         raise ConfigError(
-            f"--out {out_dir} already holds a run ({', '.join(found)}){unfinished}; add --resume to continue it, "
-            "--overwrite to replace it, or choose another --out"
+            f"--out {out_dir} already holds a run ({', '.join(found)}){unfinished}; "
+            + ("add --resume to continue it, --overwrite to replace it" if resumable else
+               "add --overwrite to replace it (a study kept with --storage goes on from its trials)")
+            + ", or choose another --out"
         )
 
 

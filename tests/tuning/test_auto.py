@@ -161,6 +161,8 @@ def test_the_command_line_searches_prints_the_table_and_writes_a_model_that_pred
     best = trials.iloc[0]
     assert f"chose {best.model} (lookback 24) of 3 trials" in done.stdout and "validation_mase" in done.stdout
     assert Forecaster.load(out / "model").predict().shape == (H, 2)
+    rerun = run_cli(["fit", "--data", data, "--model", "auto", "--time-budget", "60", "--out", out])
+    assert rerun.code != 0 and "add --overwrite to replace it" in rerun.stderr and "--resume" not in rerun.stderr
     again = run_cli(["fit", "--data", data, "--model", "itransformer_mha", "--time-budget", "60", "--out", tmp_path / "x"])
     assert again.code != 0 and "--time-budget: only with --model auto" in again.stderr
 
