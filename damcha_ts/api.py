@@ -126,7 +126,7 @@ class Forecaster:
             nonnegative=nonnegative, trainer_kwargs=trainer_kwargs, verbose=verbose, **given)
         # model="auto": a search over candidates (tuning/auto.py); the estimator then holds what they share.
         self._search = search_of(model, self._estimator, time_budget=time_budget, search=search, storage=storage,
-                                 workers=workers, given=given)
+                                 workers=workers, given=given, lookback=lookback)
         self.training, self.verbose = self._estimator.training, self._estimator.verbose
         self.nonnegative, self.trainer_kwargs = self._estimator.nonnegative, dict(self._estimator.trainer_kwargs)
         self.horizon, self.lookback, self.freq, self.random_state = int(horizon), int(lookback), freq, random_state

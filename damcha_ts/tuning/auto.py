@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from damcha_ts.data.options import ProtocolOptions
 from damcha_ts.data.time_index import season_length_of
 from damcha_ts.errors import BudgetWarning, ConfigError, DataError, plain_repr
 from damcha_ts.tuning.auto_space import AutoSpace, Candidate, first_candidates, is_trained, sample
@@ -67,6 +68,7 @@ from damcha_ts.tuning.auto_trials import (
     summarize,
     wait_for,
 )
+from damcha_ts.workqueue.storage import open_storage, resolve_storage_url
 
 #: Seconds a search may take when ``time_budget`` is not given.
 DEFAULT_TIME_BUDGET = 300.0
@@ -85,7 +87,7 @@ INNER_VAL_FRACTION = 0.1
 
 
 def search_of(model: str, base, *, time_budget: Any, search: Any, storage: Any, workers: Any,
-              given: Mapping[str, Any]) -> AutoSearch | None:
+              given: Mapping[str, Any], lookback: int = ProtocolOptions.seq_len) -> AutoSearch | None:
     """The search of ``Forecaster(model="auto", ...)``, or None for another model; ConfigError for search
     settings without ``"auto"``, or model and training keys ``given`` (not None) with it.
     ``base``: the Forecaster's Estimator (horizon, seed, quantiles, value policy, trainer arguments)."""
@@ -95,6 +97,9 @@ def search_of(model: str, base, *, time_budget: Any, search: Any, storage: Any, 
         if settings:
             raise ConfigError(f"{', '.join(settings)}: only for model='auto' (the search over models), not {model!r}")
         return None
+    if lookback != ProtocolOptions.seq_len:  # the default is accepted: sklearn's clone passes it back
+        raise ConfigError(f"model='auto' searches the lookback; lookback={plain_repr(lookback)} cannot be given to it: "
+                          f"narrow the search instead, search={{'lookbacks': [{plain_repr(lookback)}]}}")
     fixed = [key for key, value in given.items() if value is not None]
     if fixed:
         raise ConfigError(f"model='auto' searches the model and its training; {fixed} cannot be given to it "
@@ -113,6 +118,8 @@ class AutoSearch:
             raise ConfigError(f"time_budget must be a positive, finite number of seconds, got {plain_repr(time_budget)}")
         if storage is not None and not (isinstance(storage, (str, Path)) and str(storage).strip()):
             raise ConfigError(f"storage must be a SQLite file or an Optuna storage URL, got {plain_repr(storage)}")
+        if storage is not None:
+            resolve_storage_url(storage, Path.cwd())  # a bad one is refused now, not after the data is read
         if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
             raise ConfigError(f"workers must be a positive integer (processes running trials), got {plain_repr(workers)}")
         self.base, self.horizon, self.time_budget = base, int(base.model_config["pred_len"]), float(time_budget)
@@ -358,8 +365,6 @@ class AutoSearch:
             run.storage = Path(tempfile.mkdtemp(prefix="damcha_ts_auto_")) / "study.db"
         storage = None
         if run.storage is not None:
-            from damcha_ts.workqueue.storage import open_storage, resolve_storage_url
-
             # A trial whose process was killed is failed once its heartbeat is 3 minutes old, and queued again once.
             storage = open_storage(resolve_storage_url(run.storage, Path.cwd()), heartbeat_interval=60,
                                    grace_period=180, max_retry=1)

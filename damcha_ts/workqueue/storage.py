@@ -40,7 +40,7 @@ def resolve_storage_url(storage: str | Path | None, out_dir: str | Path) -> str:
     if text.startswith(JOURNAL_PREFIX):
         rest = text[len(JOURNAL_PREFIX) :]
         if not rest:
-            raise ConfigError(f"--storage {text!r}: give the journal file, e.g. journal:///tmp/study.log")
+            raise _storage_error(f"{text!r}: give the journal file, e.g. journal:///tmp/study.log")
         return JOURNAL_PREFIX + str(Path(rest).resolve())
     if "://" in text:
         return _checked_database_url(text)
@@ -49,10 +49,13 @@ def resolve_storage_url(storage: str | Path | None, out_dir: str | Path) -> str:
         return JOURNAL_PREFIX + str(path.resolve())
     if path.suffix in _SQLITE_SUFFIXES:
         return f"sqlite:///{path.resolve()}"
-    raise ConfigError(
-        f"--storage {text!r} is neither a database URL (sqlite:///study.db, postgresql://...) "
-        "nor a file ending in .db/.sqlite (SQLite) or .log (journal)"
-    )
+    raise _storage_error(f"{text!r} is neither a database URL (sqlite:///study.db, postgresql://...) "
+                         "nor a file ending in .db/.sqlite (SQLite) or .log (journal)")
+
+
+def _storage_error(text: str) -> ConfigError:
+    """A refused storage, named as Python (``storage=...``) and the command line (``--storage ...``) give it."""
+    return ConfigError(f"storage={text}", cli=f"--storage {text}")
 
 
 def _checked_database_url(url: str) -> str:
@@ -67,30 +70,30 @@ def _checked_database_url(url: str) -> str:
     scheme, _, rest = url.partition("://")
     shown = display_url(url)
     if scheme == "postgres" or scheme.startswith("postgres+"):
-        raise ConfigError(f"--storage {shown!r}: SQLAlchemy spells the scheme 'postgresql://' "
+        raise _storage_error(f"{shown!r}: SQLAlchemy spells the scheme 'postgresql://' "
                           "(as in postgresql://user:password@host/db)")
     if scheme.split("+")[0] == "sqlite" and rest.lstrip("/") in ("", ":memory:"):
-        raise ConfigError(f"--storage {shown!r}: an in-memory SQLite database lives and dies with one "
+        raise _storage_error(f"{shown!r}: an in-memory SQLite database lives and dies with one "
                           "process, so worker processes and later resumes would not see the study; "
                           "give a file, e.g. sqlite:///study.db")
     try:
         port = make_url(url).port
     except ArgumentError as exc:
-        raise ConfigError(f"--storage {shown!r} is not a database URL (dialect+driver://user:password@host:port/"
+        raise _storage_error(f"{shown!r} is not a database URL (dialect+driver://user:password@host:port/"
                           "database, e.g. postgresql+psycopg2://user@db.example.org:5432/optuna)") from exc
     except ValueError as exc:  # SQLAlchemy's int() of the text after "host:"
         problem = hide_secrets(str(exc), url)
         port_text = re.fullmatch(r"invalid literal for int\(\) with base 10: (.*)", problem)
         if port_text:
             problem = f"the port {port_text[1]} is not a number (write host:port, e.g. db.example.org:5432)"
-        raise ConfigError(f"--storage {shown!r}: {problem}") from exc
+        raise _storage_error(f"{shown!r}: {problem}") from exc
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite" and parsed.host:
-        raise ConfigError(f"--storage {shown!r}: a SQLite file is written with three slashes, "
+        raise _storage_error(f"{shown!r}: a SQLite file is written with three slashes, "
                           f"sqlite:///{parsed.host}{'/' + parsed.database if parsed.database else ''} "
                           "(four for an absolute path: sqlite:////tmp/study.db)")
     if port is not None and not 0 < port < 65536:
-        raise ConfigError(f"--storage {shown!r}: port {port} is out of range (1 to 65535)")
+        raise _storage_error(f"{shown!r}: port {port} is out of range (1 to 65535)")
     return url
 
 
