@@ -61,11 +61,13 @@ from damcha_ts.tuning.auto_space import AutoSpace, Candidate, first_candidates, 
 from damcha_ts.tuning.auto_trials import (
     pruning_callback,
     quiet_search,
+    scored_candidates,
     share_cores,
     start_workers,
     stop,
     stop_when_spent,
     summarize,
+    trained_elsewhere,
     wait_for,
 )
 from damcha_ts.workqueue.storage import open_storage, resolve_storage_url
@@ -417,22 +419,6 @@ class AutoSearch:
     def _say(self, message: str) -> None:
         if self.verbose or sys.stderr.isatty():
             print(f"[auto] {message}", file=sys.stderr, flush=True)
-
-
-def scored_candidates(study) -> dict[str, tuple[float | None, str | None]]:
-    """Each candidate the study has scored (by any process or machine): its score, or the reason it
-    failed; not an interrupted one (it may run again)."""
-    return {t.user_attrs["candidate"]: (t.value, t.user_attrs.get("reason"))
-            for t in study.get_trials(deepcopy=False) if "candidate" in t.user_attrs
-            and (t.state.name == "COMPLETE" or (t.state.name == "FAIL" and "reason" in t.user_attrs))}
-
-
-def trained_elsewhere(study, key: str, number: int) -> bool:
-    """Whether another trial of the study (another process's) is training candidate ``key`` right now."""
-    from optuna.trial import TrialState
-
-    return any(t.user_attrs.get("candidate") == key and t.number != number
-               for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
 
 
 @dataclass

@@ -39,6 +39,22 @@ def pruning_callback(trial):
     return Pruning()
 
 
+def scored_candidates(study) -> dict[str, tuple[float | None, str | None]]:
+    """Each candidate the study has scored (by any process or machine): its score, or the reason it
+    failed; not an interrupted one (it may run again)."""
+    return {t.user_attrs["candidate"]: (t.value, t.user_attrs.get("reason"))
+            for t in study.get_trials(deepcopy=False) if "candidate" in t.user_attrs
+            and (t.state.name == "COMPLETE" or (t.state.name == "FAIL" and "reason" in t.user_attrs))}
+
+
+def trained_elsewhere(study, key: str, number: int) -> bool:
+    """Whether another trial of the study (another process's) is training candidate ``key`` right now."""
+    from optuna.trial import TrialState
+
+    return any(t.user_attrs.get("candidate") == key and t.number != number
+               for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+
+
 def stop_when_spent(deadline: float, reserve: Callable[[], float], least: float):
     """An Optuna callback: stop once what is left after ``reserve()`` is below ``least`` seconds."""
     def callback(study, trial) -> None:
