@@ -229,6 +229,8 @@ def damcha_forecaster(spec: dict, dataset: dict, details: dict):
     args = dict(horizon=dataset["horizon"], lookback=dataset["lookback"], random_state=SEED) | spec.get("options", {})
     if spec.get("model"):
         args["model"] = spec["model"]
+    if spec.get("model") == "auto":  # it searches the lookback (and refuses one given, since commit ea92a22)
+        del args["lookback"]
     # The run may import a snapshot of a commit (PYTHONPATH=/tmp/damcha_head_<sha>) rather than the working tree.
     details["library"] = f"damcha_ts {getattr(damcha_ts, '__version__', '?')} from {Path(damcha_ts.__file__).parent}"
 
