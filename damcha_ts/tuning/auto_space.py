@@ -8,11 +8,13 @@ import dataclasses
 import json
 import math
 import numbers
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from damcha_ts.data.registry import DataWarning
 from damcha_ts.errors import ConfigError, plain_repr
 from damcha_ts.schema import DEFAULT_MODEL, read_yaml, reject_unknown_keys, yaml_number
 
@@ -75,6 +77,11 @@ class AutoSpace:
             if not fitting:
                 raise ConfigError(f"search.lookbacks {sorted(self.lookbacks)}: none leaves two training windows in the "
                                   f"{train_rows} rows candidates train on (at most {room} does)")
+            dropped = sorted(set(self.lookbacks) - set(fitting))
+            if dropped:  # said, not dropped silently
+                warnings.warn(f"search.lookbacks {dropped}: longer than the {train_rows} rows candidates train on allow "
+                              f"(at most {room} leaves two training windows); searching {fitting}", DataWarning,
+                              stacklevel=4)
             return fitting
         choices = {max(1, round(multiple * base)) for multiple in self.lookback_multiples}
         return sorted({choice for choice in choices if choice <= room} | {min(base, room)})

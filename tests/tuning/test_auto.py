@@ -211,6 +211,16 @@ def test_lookbacks_that_leave_no_training_window_are_refused_before_any_training
         auto(time_budget=30, search={**SMALL, "lookbacks": [2000]}).fit(etth1)
 
 
+def test_lookbacks_too_long_for_the_data_are_left_out_saying_so(etth1):
+    from damcha_ts.data.registry import DataWarning
+
+    search = auto(search={**SMALL, "lookbacks": [24, 2000, 3000]})._search
+    with pytest.warns(DataWarning, match=r"search.lookbacks \[2000, 3000\]: longer than the \d+ rows candidates "
+                                         r"train on allow .*; searching \[24\]"):
+        _, run = search.setup(etth1, {}, 30.0)
+    assert run.lookbacks == [24]
+
+
 def test_fits_on_several_machines_share_one_study_through_the_storage(data_root, tmp_path, postgres_url):
     """Two separate processes (as two machines: nothing shared but the PostgreSQL database) run the same
     ``fit --model auto --storage URL`` on the same file: they join one study, each trains candidates in
