@@ -243,6 +243,7 @@ class AutoSearch:
             except (ConfigError, DataError) as error:
                 trial.set_user_attr("reason", str(error)[:500])
                 outcomes[candidate.key] = (None, str(error)[:500])
+                self._say(f"trial {trial.number} {candidate.model} (lookback {candidate.lookback}): failed: {error}")
                 failures[0] += 1
                 if failures[0] >= MAX_FAILURES:
                     study.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import multiprocessing
 import pickle
@@ -15,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from damcha_ts.data.registry import DataWarning
-from damcha_ts.errors import ConfigError, ConvergenceWarning
+from damcha_ts.errors import ConfigError, ConvergenceWarning, DataError
 
 
 def pruning_callback(trial):
@@ -65,14 +66,31 @@ def stop_when_spent(deadline: float, reserve: Callable[[], float], least: float)
 
 @contextlib.contextmanager
 def quiet_search():
-    """A short trial still improving, or an inner tail of few windows, is the search's business, not the user's."""
+    """A short trial still improving, or an inner tail of few windows, is the search's business, not the
+    user's; so is a candidate that failed with a ConfigError or DataError: its reason is in the table
+    (and said), where Optuna logged a traceback per trial (hundreds of lines when they all fail)."""
     import optuna
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.simplefilter("ignore", DataWarning)
-        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-        yield
+    optimize_log = logging.getLogger("optuna.study._optimize")
+    candidate_failures = _CandidateFailures()
+    optimize_log.addFilter(candidate_failures)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            warnings.simplefilter("ignore", DataWarning)
+            warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+            yield
+    finally:
+        optimize_log.removeFilter(candidate_failures)
+
+
+class _CandidateFailures(logging.Filter):
+    """Optuna's two records of a failed trial: its traceback and "failed with value None". The search
+    catches only ConfigError and DataError (a candidate's reason, not a bug); any other error is raised."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, (ConfigError, DataError)) or record.getMessage().endswith("failed with value None."))
 
 
 # ---------------------------------------------------------------------- helper processes (workers=)

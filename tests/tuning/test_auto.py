@@ -343,10 +343,11 @@ def test_a_candidate_the_pruner_would_stop_at_its_last_step_is_scored_not_pruned
         search._run_trial(study.ask(), longer, panel, run.season, 60.0)
 
 
-def test_when_every_trained_candidate_fails_the_search_stops_and_says_why(etth1):
+def test_when_every_trained_candidate_fails_the_search_stops_and_says_why(etth1, capfd):
     """A setting every trained candidate shares is wrong (d_model 7 for 8 heads): the search stops
     after MAX_FAILURES of them in a row (it drew thousands in its budget) and returns the best rule,
-    saying the candidates failed and why (it blamed the time budget)."""
+    saying the candidates failed and why (it blamed the time budget), without a traceback per
+    trial (Optuna logged one each, hundreds of lines)."""
     from damcha_ts.tuning.auto import MAX_FAILURES
 
     forecaster = auto(time_budget=60, search={"models": ["naive", "itransformer_mha"], "lookbacks": [24],
@@ -357,3 +358,5 @@ def test_when_every_trained_candidate_fails_the_search_stops_and_says_why(etth1)
     board = forecaster.leaderboard_
     assert (board[board.model == "itransformer_mha"].state == "FAIL").sum() == MAX_FAILURES
     assert forecaster.fit_result_["auto"]["chosen"]["model"] == "naive"
+    logged = capfd.readouterr().err
+    assert "Traceback" not in logged and "failed with" not in logged
