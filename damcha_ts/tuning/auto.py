@@ -89,7 +89,7 @@ INNER_VAL_FRACTION = 0.1
 
 
 def search_of(model: str, base, *, time_budget: Any, search: Any, storage: Any, workers: Any,
-              given: Mapping[str, Any], lookback: int = ProtocolOptions.seq_len) -> AutoSearch | None:
+              given: Mapping[str, Any], lookback: int) -> AutoSearch | None:
     """The search of ``Forecaster(model="auto", ...)``, or None for another model; ConfigError for search
     settings without ``"auto"``, or model and training keys ``given`` (not None) with it.
     ``base``: the Forecaster's Estimator (horizon, seed, quantiles, value policy, trainer arguments)."""

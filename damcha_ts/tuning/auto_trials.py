@@ -126,8 +126,8 @@ def _work(payload: dict, index: int) -> None:
     torch.set_num_threads(payload["threads"])
     search = payload["search"]
     search.study_name, search.storage, search.verbose = payload["study_name"], payload["storage"], False
-    first, run = search.setup(payload["data"], payload["options"], payload["deadline"] - time.time())
-    with quiet_search():
+    with quiet_search():  # what setup warns of, the search's own process has said
+        first, run = search.setup(payload["data"], payload["options"], payload["deadline"] - time.time())
         search.optimize(search.study(first, run, worker=index), run, worker=index)
 
 

@@ -171,12 +171,17 @@ def test_the_command_line_searches_prints_the_table_and_writes_a_model_that_pred
     assert again.code != 0 and "--time-budget: only with --model auto" in again.stderr
 
 
-def test_workers_run_trials_in_helper_processes_on_one_study(etth1):
+def test_workers_run_trials_in_helper_processes_on_one_study(etth1, capfd):
     """workers=2: a spawned helper process draws and trains candidates in the same study as this one
-    (a temporary SQLite file when no storage is given); the table says which process ran each."""
-    forecaster = auto(time_budget=120, workers=2,
-                      search={"models": ["naive", "linear"], "lookbacks": [24], "max_steps": [40], "max_trials": 4})
-    forecaster.fit(etth1)
+    (a temporary SQLite file when no storage is given); the table says which process ran each. What
+    the search warns of (a lookback too long) it says once, not again from the helper."""
+    from damcha_ts.data.registry import DataWarning
+
+    forecaster = auto(time_budget=120, workers=2, search={"models": ["naive", "linear"], "lookbacks": [24, 2000],
+                                                          "max_steps": [40], "max_trials": 4})
+    with pytest.warns(DataWarning, match=r"search.lookbacks \[2000\]"):
+        forecaster.fit(etth1)
+    assert "search.lookbacks [2000]" not in capfd.readouterr().err
     board = forecaster.leaderboard_
     trained = board[board.model == "linear"]
     assert (trained.state == "COMPLETE").all() and len(trained) == 4  # max_trials counts all processes together
