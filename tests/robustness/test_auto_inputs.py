@@ -1,7 +1,8 @@
 """Issue 35's new inputs, bad: ``Forecaster("auto")``'s time budget, search space (a mapping or a YAML
 file: missing, a folder, empty, corrupt, hostile, wrong keys and values), storage and workers, and
-their flags on ``damcha-ts fit --model auto``. Each is refused with a message naming it, before any
-data is read or anything is written; a storage that is not a database is refused when opened."""
+their flags on ``damcha-ts fit --model auto``, and a lookback, which auto searches. Each is refused with a
+message naming it (``storage=`` in Python, ``--storage`` on the command line), before any data is read or
+anything is written; a storage file that is not a database is refused when opened."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ from matrix import hourly_frame, run_cli, write_csv
     ({"workers": 1.5}, "workers must be a positive integer"),
     ({"storage": 5}, "storage must be a SQLite file or an Optuna storage URL, got 5"),
     ({"storage": "  "}, "storage must be a SQLite file or an Optuna storage URL"),
+    ({"storage": "study.txt"}, r"storage='study.txt' is neither a database URL"),
+    ({"storage": "sqlite://"}, r"storage='sqlite://': an in-memory SQLite database"),
+    ({"storage": "postgres://u@db/x"}, r"storage='postgres://u@db/x': SQLAlchemy spells the scheme 'postgresql://'"),
+    ({"lookback": 336}, r"searches the lookback; lookback=336 cannot be given to it: narrow the search instead, "
+                        r"search=\{'lookbacks': \[336\]\}"),
+    ({"lookback": "96"}, "lookback must be a positive integer, got '96'"),
+    ({"lookback": None}, "lookback must be a positive integer, got None"),
     ({"search": ["naive"]}, "search must be a mapping or a YAML file of one"),
     ({"search": {"max_trials": 0}}, "search.max_trials must be a positive integer or null"),
     ({"search": {"max_trials": "many"}}, "search.max_trials must be a positive integer or null"),
@@ -74,6 +82,7 @@ def test_a_storage_file_that_is_not_a_database_is_refused_and_kept(tmp_path):
     (["--seed", "-1"], "random_state must be a non-negative integer"),
     (["--search", "missing.yaml"], "no such search file"),
     (["--lookback", "48"], "--model auto takes no --lookback"),
+    (["--storage", "notes.txt"], "--storage 'notes.txt' is neither a database URL"),
     (["--set", "training.max_steps=5"], "--model auto takes no --set"),
 ])
 def test_bad_flags_of_fit_model_auto_are_refused_and_nothing_is_written(tmp_path, flags, named):

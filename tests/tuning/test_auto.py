@@ -122,10 +122,6 @@ def test_many_entities_with_a_future_covariate_are_searched_as_one_panel(etth1):
     ({"model": "auto", "time_budget": 0}, "time_budget must be a positive, finite number"),
     ({"model": "auto", "time_budget": float("inf")}, "time_budget must be a positive, finite number"),
     ({"model": "auto", "storage": ""}, "storage must be a SQLite file or an Optuna storage URL"),
-    ({"model": "auto", "storage": "study.txt"}, r"storage='study.txt' is neither a database URL"),
-    ({"model": "auto", "storage": "sqlite://"}, r"storage='sqlite://': an in-memory SQLite database"),
-    ({"model": "auto", "lookback": 336}, r"searches the lookback; lookback=336 cannot be given to it: narrow the "
-                                         r"search instead, search=\{'lookbacks': \[336\]\}"),
     ({"model": "auto", "search": {"modles": ["naive"]}}, "modles"),
     ({"model": "auto", "search": {"models": ["naive", "nave"]}}, r"\['nave'\] are not models"),
     ({"model": "auto", "search": {"max_steps": [0]}}, "search.max_steps must hold positive integers"),
